@@ -1,0 +1,1 @@
+"""Shared pieces every step uses: the verdict model, tensor statistics, loaders, errors, MLflow and KFP I/O."""

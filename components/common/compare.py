@@ -1,0 +1,99 @@
+"""Closeness in `torch.testing.assert_close` semantics: `|a − e| ≤ atol + rtol·|e|`, elementwise.
+
+Defaults per dtype are torch's; integers and booleans must match exactly. Kept numpy-only so any runtime's
+outputs can be compared without importing torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+# (rtol, atol) by dtype, as in torch.testing.assert_close.
+_DEFAULTS: dict[str, tuple[float, float]] = {
+    "float16": (1e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+    "float32": (1.3e-6, 1e-5),
+    "float64": (1e-7, 1e-7),
+    "complex64": (1.3e-6, 1e-5),
+    "complex128": (1e-7, 1e-7),
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+
+    @classmethod
+    def for_dtype(cls, dtype: npt.DTypeLike) -> Tolerance:
+        """torch's default tolerance for `dtype`; exact (0, 0) for integer and boolean dtypes."""
+        rtol, atol = _DEFAULTS.get(np.dtype(dtype).name, (0.0, 0.0))
+        return cls(rtol=rtol, atol=atol)
+
+    @classmethod
+    def parse(cls, text: str) -> Tolerance:
+        """`"RTOL,ATOL"`, for example `"1e-4,1e-5"`."""
+        rtol, atol = (float(part) for part in text.split(","))
+        return cls(rtol=rtol, atol=atol)
+
+
+@dataclass(frozen=True)
+class Closeness:
+    """How far `actual` is from `expected`. `worst_ratio` ≤ 1 means within tolerance everywhere."""
+
+    max_abs: float
+    mean_abs: float
+    max_rel: float
+    worst_ratio: float
+    mismatched: int
+    total: int
+    first_mismatch: tuple[int, ...] | None
+    shape_mismatch: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.shape_mismatch is None and self.mismatched == 0
+
+    def describe(self) -> str:
+        if self.shape_mismatch:
+            return self.shape_mismatch
+        text = (f"max |a-e| {self.max_abs:.3g}, mean {self.mean_abs:.3g}, max rel {self.max_rel:.3g}; "
+                f"{self.mismatched}/{self.total} out of tolerance")
+        if self.first_mismatch is not None:
+            text += f", first at index {list(self.first_mismatch)}"
+        return text
+
+
+def compare_close(actual: npt.ArrayLike, expected: npt.ArrayLike, tolerance: Tolerance) -> Closeness:
+    """Compare elementwise. NaN equals NaN only where both sides have it (as `equal_nan=True`)."""
+    a = np.asarray(actual)
+    e = np.asarray(expected)
+    if a.shape != e.shape:
+        return Closeness(np.inf, np.inf, np.inf, np.inf, max(a.size, e.size), max(a.size, e.size), None,
+                         shape_mismatch=f"shape {a.shape} != expected {e.shape}")
+    a64 = a.astype(np.float64)
+    e64 = e.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(a64 - e64)
+        both_nan = np.isnan(a64) & np.isnan(e64)
+        same_inf = np.isinf(a64) & (a64 == e64)
+        diff = np.where(both_nan | same_inf, 0.0, diff)
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        allowed = tolerance.atol + tolerance.rtol * np.abs(e64)
+        bad = diff > allowed
+        ratio = np.where(allowed > 0, diff / np.where(allowed > 0, allowed, 1.0), np.where(diff > 0, np.inf, 0.0))
+        rel = diff / np.maximum(np.abs(e64), np.finfo(np.float64).tiny)
+    total = int(a.size)
+    first = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), a.shape)) if bad.any() else None
+    return Closeness(
+        max_abs=float(diff.max()) if total else 0.0,
+        mean_abs=float(diff.mean()) if total else 0.0,
+        max_rel=float(rel.max()) if total else 0.0,
+        worst_ratio=float(ratio.max()) if total else 0.0,
+        mismatched=int(bad.sum()),
+        total=total,
+        first_mismatch=first,
+    )

@@ -1,0 +1,150 @@
+"""Loaders that check what they load: tensors (`.npz`), tables (Parquet/CSV), ONNX files, file digests.
+
+Every failure is an `InputError` naming the file, the field, what was expected and what was found.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from skewgate.common.errors import InputError
+
+if TYPE_CHECKING:
+    import onnx
+    import pandas as pd
+
+
+def sha256_file(path: str | Path) -> str:
+    """SHA-256 of a file's bytes, read in chunks."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except FileNotFoundError as err:
+        raise InputError(path, expected="an existing file", found="no such file") from err
+    except IsADirectoryError as err:
+        raise InputError(path, expected="a file", found="a directory") from err
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """What a model expects of one input: name, dtype and shape (`None` for a dynamic dimension)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int | None, ...]
+
+    def describe(self) -> str:
+        dims = ", ".join("N" if d is None else str(d) for d in self.shape)
+        return f"{self.dtype}[{dims}]"
+
+
+def load_npz(path: str | Path, *, expected: Sequence[TensorSpec] = ()) -> dict[str, np.ndarray]:
+    """Load named arrays and check each expected input's presence, dtype, rank and static dimensions.
+
+    Arrays not named in `expected` are kept (labels often travel in the same file) but never fed to a model.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, expected="an .npz file of named arrays", found="no such file")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {name: archive[name] for name in archive.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
+        raise InputError(path, expected="an .npz file of named arrays", found=f"unreadable ({err})") from err
+    if not arrays:
+        raise InputError(path, expected="at least one array", found="an empty archive")
+    for spec in expected:
+        if spec.name not in arrays:
+            raise InputError(path, field=spec.name, expected=f"model input {spec.describe()}",
+                             found=f"no such array (arrays: {sorted(arrays)})")
+        check_array(arrays[spec.name], spec, source=path)
+    return arrays
+
+
+def check_array(array: np.ndarray, spec: TensorSpec, *, source: str | Path) -> None:
+    """Raise `InputError` unless `array` matches `spec` in dtype, rank, static dimensions, and is non-empty."""
+    found = f"{array.dtype}{list(array.shape)}"
+    if array.dtype != np.dtype(spec.dtype):
+        raise InputError(source, field=spec.name, expected=f"dtype {spec.dtype}", found=f"dtype {array.dtype}")
+    if array.ndim != len(spec.shape):
+        raise InputError(source, field=spec.name, expected=f"rank {len(spec.shape)} ({spec.describe()})",
+                         found=f"rank {array.ndim} ({found})")
+    for axis, (want, got) in enumerate(zip(spec.shape, array.shape, strict=True)):
+        if want is not None and want != got:
+            raise InputError(source, field=spec.name, expected=f"{spec.describe()} (axis {axis} = {want})",
+                             found=found)
+    if array.size == 0:
+        raise InputError(source, field=spec.name, expected="at least one sample", found=found)
+
+
+def load_table(path: str | Path, *, columns: Sequence[str] = ()) -> pd.DataFrame:
+    """Load a Parquet or CSV table (one column per feature) and check that `columns` are present."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, expected="a Parquet or CSV file", found="no such file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix in {".parquet", ".pq"}:
+            frame = pd.read_parquet(path)
+        elif suffix == ".csv":
+            frame = pd.read_csv(path)
+        else:
+            raise InputError(path, expected="a .parquet or .csv file", found=f"suffix {suffix or '(none)'}")
+    except InputError:
+        raise
+    except Exception as err:  # pandas/pyarrow raise many unrelated types for a corrupt file
+        raise InputError(path, expected="a readable table", found=f"{type(err).__name__}: {err}") from err
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(path, field=", ".join(missing), expected="these columns",
+                         found=f"columns {list(frame.columns)}")
+    if frame.empty:
+        raise InputError(path, expected="at least one row", found="an empty table")
+    return frame
+
+
+def load_onnx(path: str | Path) -> onnx.ModelProto:
+    """Load and check an ONNX file; a file that is not ONNX, or is truncated, is an `InputError`."""
+    import onnx
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, expected="an ONNX model file", found="no such file")
+    try:
+        model = onnx.load(str(path))
+        onnx.checker.check_model(model)
+    except Exception as err:  # protobuf DecodeError, onnx ValidationError, …: all mean "not a valid model"
+        raise InputError(path, expected="a valid ONNX model", found=f"{type(err).__name__}: {err}") from err
+    if not model.graph.node:
+        raise InputError(path, expected="a valid ONNX model", found="a graph with no nodes")
+    return model
+
+
+def onnx_input_specs(model: onnx.ModelProto) -> list[TensorSpec]:
+    """The graph inputs that are not initializers, as `TensorSpec`s (symbolic dimensions become `None`)."""
+    import onnx
+
+    initializers = {init.name for init in model.graph.initializer}
+    specs = []
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        tensor_type = value.type.tensor_type
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)).name
+        shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim)
+        specs.append(TensorSpec(value.name, dtype, shape))
+    return specs
+

@@ -1,0 +1,86 @@
+"""Train the demo CNN on scikit-learn's bundled 8×8 digits (no download) and save two candidates.
+
+- `good.pt2`: exported in eval mode — the promotable candidate.
+- `defective.pt2`: the same weights exported while the model was still in training mode, so BatchNorm uses
+  batch statistics and Dropout is active: the classic "96% in training, wrong in serving" defect.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+INPUT_NAME = "pixels"
+
+
+@dataclass(frozen=True)
+class DemoArtifacts:
+    good: Path
+    defective: Path
+    examples: Path
+    accuracy: float
+
+
+def _build_model():  # -> torch.nn.Module (torch is imported lazily)
+    import torch
+    from torch import nn
+
+    class DigitsCNN(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.features = nn.Sequential(
+                nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.GELU(), nn.MaxPool2d(2),
+                nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.GELU(), nn.MaxPool2d(2),
+            )
+            self.head = nn.Sequential(nn.Flatten(), nn.Dropout(0.3), nn.Linear(32 * 2 * 2, 10))
+
+        def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+            return self.head(self.features(pixels))
+
+    return DigitsCNN()
+
+
+def train_and_save(workdir: Path, *, seed: int = 0, epochs: int = 15, examples: int = 64) -> DemoArtifacts:
+    """Train (seeded, a few seconds on 2 cores), then save both candidates and the example inputs."""
+    import torch
+    from sklearn.datasets import load_digits
+
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    digits = load_digits()
+    x = (digits.images / 16.0).astype(np.float32)[:, None, :, :]
+    y = digits.target.astype(np.int64)
+    order = rng.permutation(len(x))
+    train, test = order[:1400], order[1400:]
+    model = _build_model()
+    optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
+    xt, yt = torch.from_numpy(x[train]), torch.from_numpy(y[train])
+    for epoch in range(epochs):
+        model.train()
+        for batch in torch.randperm(len(xt)).split(64):
+            optimiser.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(xt[batch]), yt[batch])
+            loss.backward()
+            optimiser.step()
+        log.info("epoch %d/%d loss %.3f", epoch + 1, epochs, loss.item())
+    model.eval()
+    with torch.no_grad():
+        accuracy = float((model(torch.from_numpy(x[test])).argmax(1).numpy() == y[test]).mean())
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    example = torch.from_numpy(x[test[:examples]])
+    batch = torch.export.Dim("batch", min=1, max=4096)
+    paths = {}
+    for name, training in (("good", False), ("defective", True)):
+        model.train(training)
+        program = torch.export.export(model, (example,), dynamic_shapes={INPUT_NAME: {0: batch}})
+        paths[name] = workdir / f"{name}.pt2"
+        torch.export.save(program, str(paths[name]))
+    model.eval()
+    examples_path = workdir / "examples.npz"
+    np.savez(examples_path, **{INPUT_NAME: x[test[:examples]], "labels": y[test[:examples]]})
+    return DemoArtifacts(paths["good"], paths["defective"], examples_path, accuracy)

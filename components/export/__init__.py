@@ -1,0 +1,1 @@
+"""export: PyTorch ExportedProgram → ONNX (dynamo exporter), checked against ONNX Runtime."""

@@ -1,0 +1,286 @@
+"""Export a PyTorch model to ONNX with the dynamo exporter and judge the result against PyTorch itself.
+
+Checks: outputs match (assert_close semantics), the batch dimension is dynamic, batch invariance (batch 1,
+an odd size, the largest), determinism (two runs bit-identical), finite example inputs, the input hash chain,
+and the model lint from `lint.py`. The verdict's subject is the ONNX file: its SHA-256 is what promote checks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from skewgate.common.compare import Tolerance, compare_close
+from skewgate.common.errors import ExportError, InputError
+from skewgate.common.io import TensorSpec, load_npz, load_onnx, sha256_file
+from skewgate.common.tensor_stats import sha256_array, summarize
+from skewgate.common.verdict import Check, Subject, TensorStats, Verdict
+from skewgate.export.lint import lint_program
+
+if TYPE_CHECKING:
+    import torch
+
+log = logging.getLogger(__name__)
+STEP = "export"
+Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
+
+
+def export_model(
+    *,
+    model: str | Path,
+    inputs: str | Path,
+    out: str | Path,
+    tolerances: Mapping[str, Tolerance] | None = None,
+    max_samples: int = 64,
+) -> Verdict:
+    """Export `model` (a `.pt2` ExportedProgram or an MLflow pytorch model URI) to `out` and judge it.
+
+    `tolerances` overrides the dtype-default tolerance per output name. Batch invariance and the comparison
+    use the first `max_samples` examples (batch invariance runs each of them alone, so this bounds its cost).
+    """
+    out = Path(out)
+    program, source_sha = _load_program(str(model), inputs)
+    specs = _input_specs(program)
+    arrays = load_npz(inputs, expected=specs)
+    feeds = {spec.name: arrays[spec.name][:max_samples] for spec in specs}
+    checks: list[Check] = [_finite_inputs(feeds)]
+    lint_checks, details = lint_program(program)
+    checks += lint_checks
+
+    log.info("exporting %s to ONNX (dynamo exporter)", model)
+    _export_onnx(program, feeds, out)
+    onnx_model = load_onnx(out)
+    details["onnx_gelu"] = {n.name: _gelu_mode(n) for n in onnx_model.graph.node if n.op_type == "Gelu"}
+    run_torch, torch_fed = _torch_runner(program)
+    run_ort, ort_fed = _ort_runner(out)
+
+    log.info("comparing PyTorch and ONNX Runtime on %d samples", _batch(feeds))
+    torch_out = run_torch(feeds)
+    ort_out = run_ort(feeds)
+    names = [o.name for o in onnx_model.graph.output]
+    if len(names) != len(torch_out):
+        raise ExportError(f"{out}: ONNX has {len(names)} outputs but PyTorch returned {len(torch_out)}")
+    tolerances = dict(tolerances or {})
+    unknown = sorted(set(tolerances) - set(names))
+    if unknown:
+        raise InputError("--tolerance", field=", ".join(unknown), expected=f"one of the outputs {names}",
+                         found="no such output")
+    tols = {n: tolerances.get(n, Tolerance.for_dtype(t.dtype)) for n, t in zip(names, torch_out, strict=True)}
+    for name, expected, actual in zip(names, torch_out, ort_out, strict=True):
+        closeness = compare_close(actual, expected, tols[name])
+        checks.append(Check(f"outputs_match.{name}", passed=closeness.ok, value=closeness.worst_ratio, limit=1.0,
+                            detail=f"ORT vs torch (rtol {tols[name].rtol:g}, atol {tols[name].atol:g}): "
+                                   + closeness.describe()))
+
+    dynamic = _dynamic_batch(onnx_model)
+    checks.append(Check("dynamic_batch", passed=dynamic, value=float(dynamic), limit=1.0,
+                        detail="batch dimension of every input is symbolic" if dynamic else
+                        "the batch dimension is static: export the program with dynamic_shapes"))
+    log.info("checking batch invariance and determinism")
+    for runtime, runner in (("torch", run_torch), ("onnxruntime", run_ort)):
+        checks.append(_batch_invariance(runtime, runner, feeds, names, tols, dynamic=dynamic))
+        checks.append(_determinism(runtime, runner, feeds))
+
+    details["input_hash_chain"] = {
+        "file": sha256_file(inputs),
+        "loaded": {n: sha256_array(a) for n, a in feeds.items()},
+        "torch_fed": torch_fed,
+        "onnxruntime_fed": ort_fed,
+    }
+    checks.append(_hash_chain_check(details["input_hash_chain"]))
+    stats = _stats(feeds, names, torch_out, ort_out)
+    subject = Subject(artifact=str(out), sha256=sha256_file(out), data={"inputs": sha256_file(inputs)},
+                      source=str(model), source_sha256=source_sha)
+    return Verdict.from_checks(STEP, checks, subject=subject, stats=stats, details=details)
+
+
+def _load_program(model: str, inputs: str | Path) -> tuple[torch.export.ExportedProgram, str | None]:
+    import torch
+
+    if "://" in model or model.startswith(("models:/", "runs:/")):
+        from skewgate.common import mlflow_log
+
+        module = mlflow_log.load_pytorch_model(model)
+        return _export_module(module, model, inputs), None
+    path = Path(model)
+    if not path.is_file():
+        raise InputError(path, expected="a torch.export program (.pt2)", found="no such file")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = torch.export.load(str(path))
+    except Exception as err:  # zip, pickle-free deserialisation and version errors all mean "not a .pt2"
+        raise InputError(path, expected="a torch.export program (.pt2)",
+                         found=f"{type(err).__name__}: {err}") from err
+    return program, sha256_file(path)
+
+
+def _export_module(module: torch.nn.Module, source: str, inputs: str | Path) -> torch.export.ExportedProgram:
+    """Trace an `nn.Module` from MLflow with a dynamic batch, feeding arrays named after forward()'s args."""
+    import inspect
+
+    import torch
+
+    names = [p for p in inspect.signature(module.forward).parameters if p != "self"]
+    arrays = load_npz(inputs)
+    missing = [n for n in names if n not in arrays]
+    if missing:
+        raise InputError(inputs, field=", ".join(missing), expected=f"arrays for forward({', '.join(names)})",
+                         found=f"arrays {sorted(arrays)}")
+    args = tuple(torch.from_numpy(arrays[n]) for n in names)
+    batch = torch.export.Dim("batch", min=1, max=1 << 16)
+    try:
+        return torch.export.export(module, args, dynamic_shapes={n: {0: batch} for n in names})
+    except Exception as err:
+        raise ExportError(f"{source}: torch.export failed: {err}") from err
+
+
+def _input_specs(program: torch.export.ExportedProgram) -> list[TensorSpec]:
+    user_inputs = set(program.graph_signature.user_inputs)
+    specs = []
+    for node in program.graph.nodes:
+        if node.op == "placeholder" and node.name in user_inputs:
+            value = node.meta["val"]
+            shape = tuple(d if isinstance(d, int) else None for d in value.shape)
+            specs.append(TensorSpec(node.name, str(value.dtype).removeprefix("torch."), shape))
+    return specs
+
+
+def _export_onnx(program: torch.export.ExportedProgram, feeds: dict[str, np.ndarray], out: Path) -> None:
+    import torch
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    args = tuple(torch.from_numpy(a) for a in feeds.values())
+    chatter = io.StringIO()  # the exporter prints progress lines to stdout; stdout is not ours to use
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(chatter):
+            warnings.simplefilter("ignore")
+            onnx_program = torch.onnx.export(program, args, dynamo=True, verbose=False)
+            if onnx_program is None:
+                raise ExportError("torch.onnx.export returned no program")
+            onnx_program.save(str(out))
+    except ExportError:
+        raise
+    except Exception as err:
+        raise ExportError(f"dynamo ONNX export failed: {type(err).__name__}: {err}") from err
+
+
+def _torch_runner(program: torch.export.ExportedProgram) -> tuple[Runner, dict[str, str]]:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    module = program.module()
+    fed: dict[str, str] = {}
+
+    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in feeds.values()]
+        if not fed:
+            fed.update({n: sha256_array(t.numpy()) for n, t in zip(feeds, tensors, strict=True)})
+        with torch.no_grad():
+            result = module(*tensors)
+        return [leaf.detach().cpu().numpy() for leaf in tree_leaves(result)]
+
+    return run, fed
+
+
+def _ort_runner(path: Path) -> tuple[Runner, dict[str, str]]:
+    import onnxruntime as ort
+
+    try:
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except Exception as err:
+        raise ExportError(f"{path}: ONNX Runtime could not load the exported model: {err}") from err
+    input_names = [i.name for i in session.get_inputs()]
+    fed: dict[str, str] = {}
+
+    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        # ONNX inputs follow the program's user inputs in order; names normally match, order always does.
+        ort_feeds = {name: np.ascontiguousarray(a) for name, a in zip(input_names, feeds.values(), strict=True)}
+        if not fed:
+            fed.update({n: sha256_array(a) for n, a in zip(feeds, ort_feeds.values(), strict=True)})
+        return [np.asarray(o) for o in session.run(None, ort_feeds)]
+
+    return run, fed
+
+
+def _batch(feeds: Mapping[str, np.ndarray]) -> int:
+    return int(next(iter(feeds.values())).shape[0])
+
+
+def _finite_inputs(feeds: Mapping[str, np.ndarray]) -> Check:
+    bad = {n: int((~np.isfinite(a)).sum()) for n, a in feeds.items() if a.dtype.kind in "fc"}
+    bad = {n: c for n, c in bad.items() if c}
+    return Check("inputs_finite", passed=not bad, value=sum(bad.values()), limit=0,
+                 detail=f"NaN/Inf values in example inputs: {bad}" if bad else "all example inputs are finite")
+
+
+def batch_sizes(n: int) -> list[int]:
+    """1, an odd size between them, and `n` (deduplicated, ascending)."""
+    odd = max(1, (n // 2) | 1)
+    return sorted({1, min(odd, n), n})
+
+
+def _batch_invariance(runtime: str, run: Runner, feeds: dict[str, np.ndarray], names: Sequence[str],
+                      tols: Mapping[str, Tolerance], *, dynamic: bool) -> Check:
+    name = f"batch_invariance.{runtime}"
+    n = _batch(feeds)
+    if not dynamic and runtime == "onnxruntime":
+        return Check(name, passed=False, detail="not evaluated: the ONNX batch dimension is static")
+    singles = [run({k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)]
+    worst, where = 0.0, "batch invariant"
+    for size in batch_sizes(n):
+        batched = run({k: v[:size] for k, v in feeds.items()})
+        for out_index, out_name in enumerate(names):
+            alone = np.concatenate([s[out_index] for s in singles[:size]])
+            closeness = compare_close(batched[out_index], alone, tols[out_name])
+            if closeness.worst_ratio > worst:
+                worst = closeness.worst_ratio
+                where = f"batch {size}, output {out_name}: {closeness.describe()}"
+    return Check(name, passed=worst <= 1.0, value=worst, limit=1.0,
+                 detail=f"sizes {batch_sizes(n)} vs batch-1 outputs; worst: {where}")
+
+
+def _determinism(runtime: str, run: Runner, feeds: dict[str, np.ndarray]) -> Check:
+    first = [sha256_array(o) for o in run(feeds)]
+    second = [sha256_array(o) for o in run(feeds)]
+    same = first == second
+    return Check(f"determinism.{runtime}", passed=same, value=float(same), limit=1.0,
+                 detail="two runs bit-identical" if same else
+                 "two runs on the same inputs differ (active dropout or another random op?)")
+
+
+def _hash_chain_check(chain: Mapping[str, Mapping[str, str] | str]) -> Check:
+    loaded, torch_fed, ort_fed = chain["loaded"], chain["torch_fed"], chain["onnxruntime_fed"]
+    assert isinstance(loaded, Mapping) and isinstance(torch_fed, Mapping) and isinstance(ort_fed, Mapping)
+    changed = [n for n in loaded if not (loaded[n] == torch_fed.get(n) == ort_fed.get(n))]
+    return Check("input_hash_chain", passed=not changed, value=len(changed), limit=0,
+                 detail=f"inputs changed between loading and feeding: {changed}" if changed else
+                 "PyTorch and ONNX Runtime were fed the exact tensors that were loaded")
+
+
+def _dynamic_batch(model: object) -> bool:
+    from skewgate.common.io import onnx_input_specs
+
+    return all(spec.shape and spec.shape[0] is None for spec in onnx_input_specs(model))  # type: ignore[arg-type]
+
+
+def _gelu_mode(node: object) -> str:
+    for attr in node.attribute:  # type: ignore[attr-defined]
+        if attr.name == "approximate":
+            return attr.s.decode()
+    return "none"
+
+
+def _stats(feeds: Mapping[str, np.ndarray], names: Sequence[str], torch_out: Sequence[np.ndarray],
+           ort_out: Sequence[np.ndarray]) -> list[TensorStats]:
+    stats = [summarize(n, stage, a) for stage in ("torch.input", "ort.input") for n, a in feeds.items()]
+    stats += [summarize(n, "torch.output", a) for n, a in zip(names, torch_out, strict=True)]
+    stats += [summarize(n, "ort.output", a) for n, a in zip(names, ort_out, strict=True)]
+    return stats
