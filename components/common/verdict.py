@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -157,12 +157,19 @@ class Verdict:
         return tuple(c for c in self.checks if not c.passed)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["versions"] = dict(self.versions)
-        data["details"] = _plain(self.details)
-        if self.subject is not None:
-            data["subject"]["data"] = dict(self.subject.data)
-        return data
+        return {
+            "schema_version": self.schema_version,
+            "step": self.step,
+            "status": self.status,
+            "message": self.message,
+            "created_at": self.created_at,
+            "subject": None if self.subject is None else {**asdict_shallow(self.subject),
+                                                          "data": dict(self.subject.data)},
+            "checks": [asdict_shallow(c) for c in self.checks],
+            "stats": [{**asdict_shallow(s), "shape": list(s.shape)} for s in self.stats],
+            "versions": dict(self.versions),
+            "details": _plain(self.details),
+        }
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True, allow_nan=False)
@@ -207,6 +214,11 @@ class Verdict:
         if not isinstance(data, dict):
             raise InputError(path, expected="a JSON object", found=type(data).__name__)
         return cls.from_dict(data, source=str(path))
+
+
+def asdict_shallow(obj: Any) -> dict[str, Any]:
+    """Field → value, without `dataclasses.asdict`'s deep copy (which cannot copy read-only mappings)."""
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
 
 
 def _plain(value: Any) -> Any:

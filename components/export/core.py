@@ -11,7 +11,7 @@ import contextlib
 import io
 import logging
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -101,6 +101,22 @@ def export_model(
     return Verdict.from_checks(STEP, checks, subject=subject, stats=stats, details=details)
 
 
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Silence torch's exporter warnings and log lines (torch configures its own loggers on import)."""
+    loggers = [logging.getLogger(name) for name in ("torch", "onnxscript", "onnx_ir")]
+    levels = [logger.level for logger in loggers]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for logger in loggers:
+                logger.setLevel(logging.CRITICAL)
+            yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
 def _load_program(model: str, inputs: str | Path) -> tuple[torch.export.ExportedProgram, str | None]:
     import torch
 
@@ -113,12 +129,12 @@ def _load_program(model: str, inputs: str | Path) -> tuple[torch.export.Exported
     if not path.is_file():
         raise InputError(path, expected="a torch.export program (.pt2)", found="no such file")
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with quiet():
             program = torch.export.load(str(path))
     except Exception as err:  # zip, pickle-free deserialisation and version errors all mean "not a .pt2"
+        cause = err.__cause__ or err  # torch wraps the real reason and points at warnings we silenced
         raise InputError(path, expected="a torch.export program (.pt2)",
-                         found=f"{type(err).__name__}: {err}") from err
+                         found=f"{type(cause).__name__}: {cause}") from err
     return program, sha256_file(path)
 
 
@@ -160,8 +176,7 @@ def _export_onnx(program: torch.export.ExportedProgram, feeds: dict[str, np.ndar
     args = tuple(torch.from_numpy(a) for a in feeds.values())
     chatter = io.StringIO()  # the exporter prints progress lines to stdout; stdout is not ours to use
     try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(chatter):
-            warnings.simplefilter("ignore")
+        with quiet(), contextlib.redirect_stdout(chatter):
             onnx_program = torch.onnx.export(program, args, dynamo=True, verbose=False)
             if onnx_program is None:
                 raise ExportError("torch.onnx.export returned no program")

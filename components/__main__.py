@@ -1,0 +1,5 @@
+import sys
+
+from skewgate.cli import main
+
+sys.exit(main())

@@ -1,0 +1,39 @@
+"""`skewgate <step> ...`: one entry point for every step, the pipeline tools and the demo.
+
+Exit codes everywhere: 0 pass or warn, 1 gate failed, 2 could not evaluate (bad input, backend down).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from skewgate import __version__
+
+# subcommand → module with `build_parser(parser)` and `main(argv, parser)`; imported only when chosen.
+COMMANDS = {
+    "export": ("skewgate.export.cli", "PyTorch → ONNX export, checked against PyTorch"),
+    "promote": ("skewgate.promote.cli", "fail-closed registry promotion from verdicts"),
+    "pipeline": ("skewgate.pipelines.cli", "compile, run locally, submit or schedule the pipelines"),
+    "demo": ("skewgate.demo.run", "train the digits CNN and gate a good and a defective candidate"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="skewgate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"skewgate {__version__}")
+    parser.add_argument("command", choices=sorted(COMMANDS), metavar="COMMAND",
+                        help="; ".join(f"{name}: {text}" for name, (_, text) in COMMANDS.items()))
+    if not argv or argv[0] not in COMMANDS:
+        parser.parse_args(argv[:1] or ["--help"])
+        return 2
+    module = importlib.import_module(COMMANDS[argv[0]][0])
+    sub = argparse.ArgumentParser(prog=f"skewgate {argv[0]}")
+    return int(module.main(argv[1:], sub))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

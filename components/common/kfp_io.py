@@ -1,0 +1,40 @@
+"""Verdict → KFP outputs: the verdict artifact, `dsl.Metrics` (one per check) and a Markdown report.
+
+Called from inside component functions, where the artifacts are the live `dsl.Output[...]` objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skewgate.common.verdict import Verdict
+
+
+def to_markdown(verdict: Verdict) -> str:
+    """The report shown in the KFP UI: status, message, a table of checks, the judged artifact."""
+    icon = {"pass": "✅", "warn": "⚠️", "fail": "❌", "error": "💥"}[verdict.status]
+    lines = [f"# {verdict.step}: {icon} {verdict.status.upper()}", "", verdict.message, ""]
+    if verdict.checks:
+        lines += ["| check | passed | value | limit | detail |", "|---|---|---|---|---|"]
+        for c in verdict.checks:
+            value = "" if c.value is None else f"{c.value:.4g}"
+            limit = "" if c.limit is None else f"{c.limit:.4g}"
+            detail = c.detail.replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {c.name} | {'yes' if c.passed else '**no**'} | {value} | {limit} | {detail} |")
+    if verdict.subject is not None:
+        lines += ["", f"Artifact: `{verdict.subject.artifact}` sha256 `{verdict.subject.sha256}`"]
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(verdict: Verdict, *, verdict_artifact: Any, metrics: Any, report: Any) -> str:
+    """Write all three KFP outputs and return the status string the DAG branches on."""
+    verdict.write(verdict_artifact.path)
+    verdict_artifact.metadata.update({"step": verdict.step, "status": verdict.status})
+    if verdict.subject is not None:
+        verdict_artifact.metadata["sha256"] = verdict.subject.sha256
+    for check in verdict.checks:
+        metrics.log_metric(check.name, check.value if check.value is not None else float(check.passed))
+    metrics.log_metric("passed", float(verdict.status in {"pass", "warn"}))
+    with open(report.path, "w", encoding="utf-8") as handle:
+        handle.write(to_markdown(verdict))
+    return verdict.status

@@ -1,0 +1,267 @@
+"""Everything skewgate says to MLflow: tracking (parent run per pipeline run, nested run per step) and the
+model registry (versions, evidence tags, aliases, the promotion log). The only module that imports mlflow.
+
+Conventions (DESIGN.md): one experiment per registered model; metrics are `<step>.<check>`; the verdict JSON
+and the tensor-stats table are artifacts of the step run. Works the same against `sqlite:///…` (the embedded
+default) and a remote server (`MLFLOW_TRACKING_URI`, basic auth via `MLFLOW_TRACKING_USERNAME/PASSWORD`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from skewgate.common.errors import BackendError, InputError
+from skewgate.common.verdict import Verdict
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+log = logging.getLogger(__name__)
+PIPELINE_RUN_TAG = "skewgate.pipeline_run_id"
+PROMOTION_LOG_TAG = "skewgate.kind"
+PROMOTION_LOG_FILE = "promotions.jsonl"
+
+
+def _mlflow_error_code(err: Exception) -> str | None:
+    return getattr(err, "error_code", None)
+
+
+@dataclass
+class Tracking:
+    """A connection to one MLflow tracking server/store and one experiment. Build it with `connect`."""
+
+    uri: str
+    experiment_id: str
+    client: MlflowClient = field(repr=False)
+
+    @contextlib.contextmanager
+    def step_run(self, step: str, *, pipeline_run_id: str | None) -> Iterator[StepRun]:
+        """A nested run for `step` under the pipeline's parent run; ended FINISHED, or FAILED on exception."""
+        parent = self.parent_run(pipeline_run_id)
+        run = self._call(lambda: self.client.create_run(
+            self.experiment_id, run_name=step,
+            tags={"mlflow.parentRunId": parent, "skewgate.step": step, PIPELINE_RUN_TAG: pipeline_run_id or ""}))
+        status = "FAILED"
+        try:
+            yield StepRun(self, run.info.run_id, step)
+            status = "FINISHED"
+        finally:
+            with contextlib.suppress(Exception):  # never mask the real error with a cleanup error
+                self.client.set_terminated(run.info.run_id, status=status)
+
+    def parent_run(self, pipeline_run_id: str | None) -> str:
+        """Find the parent run of this pipeline run, or create it (an ad-hoc CLI call gets a fresh one)."""
+        if pipeline_run_id:
+            found = self._call(lambda: self.client.search_runs(
+                [self.experiment_id], f"tags.`{PIPELINE_RUN_TAG}` = '{pipeline_run_id}' "
+                "and tags.`skewgate.role` = 'pipeline'", max_results=1))
+            if found:
+                return str(found[0].info.run_id)
+        name = f"pipeline-{pipeline_run_id}" if pipeline_run_id else "skewgate-cli"
+        run = self._call(lambda: self.client.create_run(
+            self.experiment_id, run_name=name,
+            tags={PIPELINE_RUN_TAG: pipeline_run_id or "", "skewgate.role": "pipeline"}))
+        return str(run.info.run_id)
+
+    def _call(self, fn: Any) -> Any:
+        try:
+            return fn()
+        except Exception as err:
+            raise BackendError(f"MLflow at {self.uri}: {type(err).__name__}: {err}") from err
+
+
+@dataclass
+class StepRun:
+    tracking: Tracking
+    run_id: str
+    step: str
+
+    def log_verdict(self, verdict: Verdict) -> None:
+        """Metrics `<step>.<check>` (value, or 1/0 for passed when a check has no value), status tags, the
+        verdict JSON, and the checks and tensor statistics as MLflow tables."""
+        client = self.tracking.client
+        metrics = {}
+        for check in verdict.checks:
+            metrics[f"{self.step}.{check.name}"] = check.value if check.value is not None else float(check.passed)
+        tags = {"skewgate.status": verdict.status, "skewgate.message": verdict.message[:4000]}
+        if verdict.subject is not None:
+            tags["skewgate.subject_sha256"] = verdict.subject.sha256
+
+        def write() -> None:
+            for name, value in metrics.items():
+                client.log_metric(self.run_id, _metric_key(name), value)
+            for key, value in tags.items():
+                client.set_tag(self.run_id, key, value)
+            with tempfile.TemporaryDirectory() as tmp:
+                path = verdict.write(Path(tmp) / f"{self.step}.verdict.json")
+                client.log_artifact(self.run_id, str(path))
+            if verdict.checks:
+                client.log_table(self.run_id, data=_columns([vars(c) for c in verdict.checks]),
+                                 artifact_file="checks.json")
+            if verdict.stats:
+                rows = [{**vars(s), "shape": list(s.shape)} for s in verdict.stats]
+                client.log_table(self.run_id, data=_columns(rows), artifact_file="tensor_stats.json")
+
+        self.tracking._call(write)
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> str:
+        """Upload a file; returns the artifact URI of the folder it went to."""
+        self.tracking._call(lambda: self.tracking.client.log_artifact(self.run_id, str(path), artifact_path))
+        run = self.tracking._call(lambda: self.tracking.client.get_run(self.run_id))
+        base = str(run.info.artifact_uri)
+        return f"{base}/{artifact_path}" if artifact_path else base
+
+
+def _metric_key(name: str) -> str:
+    # MLflow keys allow alphanumerics, _ - . space / ; anything else (for example ':') becomes '_'.
+    return "".join(ch if ch.isalnum() or ch in "_-. /" else "_" for ch in name)
+
+
+def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    keys = list(rows[0])
+    return {k: [row.get(k) for row in rows] for k in keys}
+
+
+def connect(uri: str, *, experiment: str, deadline_s: float = 30.0) -> Tracking:
+    """Connect, retrying with backoff until `deadline_s`; then `BackendError` (the CLI exits 2)."""
+    # MLflow's own HTTP retries would wait minutes on a dead server: we own the deadline instead.
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    deadline = time.monotonic() + deadline_s
+    delay = 0.5
+    while True:
+        try:
+            found = client.get_experiment_by_name(experiment)
+            experiment_id = found.experiment_id if found else _create_experiment(client, uri, experiment)
+            return Tracking(uri=uri, experiment_id=str(experiment_id), client=client)
+        except Exception as err:
+            if time.monotonic() + delay > deadline:
+                raise BackendError(f"MLflow at {uri} unreachable for {deadline_s:.0f}s: "
+                                   f"{type(err).__name__}: {err}") from err
+            log.warning("MLflow at %s not reachable (%s); retrying in %.1fs", uri, type(err).__name__, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+def _create_experiment(client: MlflowClient, uri: str, name: str) -> str:
+    location = None
+    if uri.startswith("sqlite:///"):
+        # Keep artifacts beside the embedded store instead of in ./mlruns of whatever the cwd is.
+        location = (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").resolve().as_uri()
+    try:
+        return str(client.create_experiment(name, artifact_location=location))
+    except Exception as err:
+        if _mlflow_error_code(err) != "RESOURCE_ALREADY_EXISTS":  # another step created it meanwhile
+            raise
+        found = client.get_experiment_by_name(name)
+        assert found is not None
+        return str(found.experiment_id)
+
+
+class MlflowRegistry:
+    """The MLflow model registry behind promote's `Registry` protocol. ONNX files are uploaded to `step_run`."""
+
+    def __init__(self, step_run: StepRun) -> None:
+        self.run = step_run
+        self.client = step_run.tracking.client
+        self._call = step_run.tracking._call
+
+    def model_exists(self, name: str) -> bool:
+        try:
+            self.client.get_registered_model(name)
+            return True
+        except Exception as err:
+            if _mlflow_error_code(err) == "RESOURCE_DOES_NOT_EXIST":
+                return False
+            raise BackendError(f"MLflow registry: {type(err).__name__}: {err}") from err
+
+    def version_exists(self, name: str, version: str) -> bool:
+        try:
+            self.client.get_model_version(name, version)
+            return True
+        except Exception as err:
+            if _mlflow_error_code(err) in {"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"}:
+                return False
+            raise BackendError(f"MLflow registry: {type(err).__name__}: {err}") from err
+
+    def find_version(self, name: str, sha256: str) -> str | None:
+        if not self.model_exists(name):
+            return None
+        found = self._call(lambda: self.client.search_model_versions(
+            f"name='{name}' and tags.`skewgate.onnx_sha256`='{sha256}'"))
+        return str(min(int(v.version) for v in found)) if found else None
+
+    def register(self, name: str, artifact: Path, sha256: str) -> str:
+        if not self.model_exists(name):
+            with contextlib.suppress(Exception):  # a concurrent promote may have created it
+                self.client.create_registered_model(name)
+        source = self.run.log_artifact(artifact, "onnx")
+        version = self._call(lambda: self.client.create_model_version(
+            name, source=source, run_id=self.run.run_id, tags={"skewgate.onnx_sha256": sha256}))
+        return str(version.version)
+
+    def get_tags(self, name: str, version: str) -> dict[str, str]:
+        return dict(self._call(lambda: self.client.get_model_version(name, version)).tags)
+
+    def set_tags(self, name: str, version: str, tags: Mapping[str, str]) -> None:
+        def write() -> None:
+            for key, value in tags.items():
+                self.client.set_model_version_tag(name, version, key, value)
+
+        self._call(write)
+
+    def get_alias(self, name: str, alias: str) -> str | None:
+        try:
+            return str(self.client.get_model_version_by_alias(name, alias).version)
+        except Exception as err:
+            if _mlflow_error_code(err) in {"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"}:
+                return None
+            raise BackendError(f"MLflow registry: {type(err).__name__}: {err}") from err
+
+    def set_alias(self, name: str, alias: str, version: str) -> None:
+        self._call(lambda: self.client.set_registered_model_alias(name, alias, version))
+
+    def append_promotion_log(self, name: str, record: Mapping[str, Any]) -> None:
+        """Append one JSON line to `promotions.jsonl` of the experiment's promotion-log run (created once)."""
+        tracking = self.run.tracking
+
+        def append() -> None:
+            found = self.client.search_runs([tracking.experiment_id],
+                                            f"tags.`{PROMOTION_LOG_TAG}` = 'promotion-log'", max_results=1)
+            run_id = found[0].info.run_id if found else self.client.create_run(
+                tracking.experiment_id, run_name=f"promotion-log:{name}",
+                tags={PROMOTION_LOG_TAG: "promotion-log"}).info.run_id
+            with tempfile.TemporaryDirectory() as tmp:
+                lines = ""
+                if any(f.path == PROMOTION_LOG_FILE for f in self.client.list_artifacts(run_id)):
+                    local = self.client.download_artifacts(run_id, PROMOTION_LOG_FILE, tmp)
+                    lines = Path(local).read_text(encoding="utf-8")
+                target = Path(tmp) / "out" / PROMOTION_LOG_FILE
+                target.parent.mkdir()
+                target.write_text(lines + json.dumps(dict(record), sort_keys=True) + "\n", encoding="utf-8")
+                self.client.log_artifact(run_id, str(target))
+                self.client.log_artifact(self.run.run_id, str(target))
+
+        self._call(append)
+
+
+def load_pytorch_model(uri: str) -> Any:
+    """Load an MLflow pytorch model (`models:/…`, `runs:/…`). This unpickles code: trusted registries only."""
+    import mlflow.pytorch
+
+    try:
+        return mlflow.pytorch.load_model(uri)
+    except Exception as err:
+        raise InputError(uri, expected="an MLflow pytorch model URI", found=f"{type(err).__name__}: {err}") from err

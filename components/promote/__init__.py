@@ -1,0 +1,1 @@
+"""promote: the fail-closed last step that moves a registry alias only on complete, matching evidence."""
