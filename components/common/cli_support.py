@@ -4,19 +4,13 @@ human summary, and the exit code (0 pass/warn, 1 gate failed, 2 could not evalua
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from skewgate.common.errors import SkewgateError
+from skewgate.common.recording import Evaluate, TrackingOptions, evaluate_and_record
 from skewgate.common.verdict import Verdict
-
-if TYPE_CHECKING:
-    from skewgate.common.mlflow_log import StepRun
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_ERROR = 0, 1, 2
 log = logging.getLogger("skewgate")
@@ -49,37 +43,12 @@ def configure_logging(*, quiet: bool = False, verbose: bool = False) -> None:
         logging.getLogger(noisy).setLevel(logging.ERROR)
 
 
-@contextlib.contextmanager
-def _step_run(step: str, args: argparse.Namespace) -> Iterator[StepRun | None]:
-    if not args.tracking_uri:
-        yield None
-        return
-    from skewgate.common import mlflow_log
-
-    tracking = mlflow_log.connect(args.tracking_uri, experiment=args.experiment, deadline_s=args.mlflow_deadline)
-    with tracking.step_run(step, pipeline_run_id=args.pipeline_run_id or None) as run:
-        yield run
-
-
-def run_step(step: str, args: argparse.Namespace, evaluate: Callable[[StepRun | None], Verdict]) -> int:
+def run_step(step: str, args: argparse.Namespace, evaluate: Evaluate) -> int:
     """Evaluate inside an MLflow step run (when tracking is configured); always write the report."""
     configure_logging(quiet=args.quiet, verbose=args.verbose)
-    verdict: Verdict | None = None
-    try:
-        with _step_run(step, args) as run:
-            try:
-                verdict = evaluate(run)
-            except SkewgateError as err:
-                verdict = Verdict.error(step, str(err))
-            except Exception as err:  # a bug or an unexpected library error: still "could not evaluate"
-                log.debug("unexpected error", exc_info=True)
-                verdict = Verdict.error(step, f"{type(err).__name__}: {err}")
-            if run is not None:
-                run.log_verdict(verdict)
-    except SkewgateError as err:  # MLflow unreachable or failing: the step's answer could not be recorded
-        prior = f"{verdict.message}; " if verdict is not None and verdict.status == "error" else ""
-        verdict = Verdict.error(step, f"{prior}{err}")
-    assert verdict is not None
+    tracking = TrackingOptions(uri=args.tracking_uri, experiment=args.experiment,
+                               pipeline_run_id=args.pipeline_run_id, deadline_s=args.mlflow_deadline)
+    verdict = evaluate_and_record(step, evaluate, tracking)
     if args.report:
         verdict.write(args.report)
     text = summary(verdict)

@@ -26,8 +26,12 @@ def to_markdown(verdict: Verdict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(verdict: Verdict, *, verdict_artifact: Any, metrics: Any, report: Any) -> str:
-    """Write all three KFP outputs and return the status string the DAG branches on."""
+def finish(verdict: Verdict, *, verdict_artifact: Any, metrics: Any, report: Any) -> str:
+    """Write all three KFP outputs and return the status string the DAG branches on.
+
+    Status `error` (could not evaluate) raises after writing, so the task fails and nothing downstream (above
+    all promote) runs: the registry stays as it was.
+    """
     verdict.write(verdict_artifact.path)
     verdict_artifact.metadata.update({"step": verdict.step, "status": verdict.status})
     if verdict.subject is not None:
@@ -37,4 +41,6 @@ def write_outputs(verdict: Verdict, *, verdict_artifact: Any, metrics: Any, repo
     metrics.log_metric("passed", float(verdict.status in {"pass", "warn"}))
     with open(report.path, "w", encoding="utf-8") as handle:
         handle.write(to_markdown(verdict))
+    if verdict.status == "error":
+        raise RuntimeError(f"{verdict.step} could not evaluate: {verdict.message}")
     return verdict.status

@@ -72,6 +72,27 @@ class Tracking:
             tags={PIPELINE_RUN_TAG: pipeline_run_id or "", "skewgate.role": "pipeline"}))
         return str(run.info.run_id)
 
+    def pipeline_verdicts(self, *, since_ms: int) -> tuple[str | None, dict[str, Verdict]]:
+        """The newest pipeline parent run started at or after `since_ms`, and its steps' verdicts."""
+
+        def read() -> tuple[str | None, dict[str, Verdict]]:
+            parents = self.client.search_runs(
+                [self.experiment_id], f"tags.`skewgate.role` = 'pipeline' and attributes.start_time >= {since_ms}",
+                order_by=["attributes.start_time DESC"], max_results=1)
+            if not parents:
+                return None, {}
+            parent = parents[0].info.run_id
+            children = self.client.search_runs([self.experiment_id], f"tags.`mlflow.parentRunId` = '{parent}'")
+            verdicts = {}
+            with tempfile.TemporaryDirectory() as tmp:
+                for child in sorted(children, key=lambda r: r.info.start_time):
+                    step = child.data.tags.get("skewgate.step", "")
+                    local = self.client.download_artifacts(child.info.run_id, f"{step}.verdict.json", tmp)
+                    verdicts[step] = Verdict.read(local)
+            return parent, verdicts
+
+        return self._call(read)  # type: ignore[no-any-return]
+
     def _call(self, fn: Any) -> Any:
         try:
             return fn()
@@ -136,6 +157,7 @@ def connect(uri: str, *, experiment: str, deadline_s: float = 30.0) -> Tracking:
     # MLflow's own HTTP retries would wait minutes on a dead server: we own the deadline instead.
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # no "creating tables" chatter on stderr
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
@@ -255,6 +277,16 @@ class MlflowRegistry:
                 self.client.log_artifact(self.run.run_id, str(target))
 
         self._call(append)
+
+
+def alias_version(tracking: Tracking, name: str, alias: str) -> str | None:
+    """The version an alias points at, or None when the model or the alias does not exist."""
+    try:
+        return str(tracking.client.get_model_version_by_alias(name, alias).version)
+    except Exception as err:
+        if _mlflow_error_code(err) in {"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"}:
+            return None
+        raise BackendError(f"MLflow registry at {tracking.uri}: {type(err).__name__}: {err}") from err
 
 
 def load_pytorch_model(uri: str) -> Any:

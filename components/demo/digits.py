@@ -66,7 +66,7 @@ def train_and_save(workdir: Path, *, seed: int = 0, epochs: int = 15, examples: 
             loss = torch.nn.functional.cross_entropy(model(xt[batch]), yt[batch])
             loss.backward()
             optimiser.step()
-        log.info("epoch %d/%d loss %.3f", epoch + 1, epochs, loss.item())
+        log.debug("epoch %d/%d loss %.3f", epoch + 1, epochs, loss.item())
     model.eval()
     with torch.no_grad():
         accuracy = float((model(torch.from_numpy(x[test])).argmax(1).numpy() == y[test]).mean())

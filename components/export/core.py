@@ -11,6 +11,7 @@ import contextlib
 import io
 import logging
 import warnings
+import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -132,9 +133,10 @@ def _load_program(model: str, inputs: str | Path) -> tuple[torch.export.Exported
         with quiet():
             program = torch.export.load(str(path))
     except Exception as err:  # zip, pickle-free deserialisation and version errors all mean "not a .pt2"
-        cause = err.__cause__ or err  # torch wraps the real reason and points at warnings we silenced
+        # torch's message points at warnings we silenced; the zip check says what the file really is.
+        kind = "a zip archive that is not a .pt2" if zipfile.is_zipfile(path) else "not a zip archive"
         raise InputError(path, expected="a torch.export program (.pt2)",
-                         found=f"{type(cause).__name__}: {cause}") from err
+                         found=f"{kind} ({type(err).__name__})") from err
     return program, sha256_file(path)
 
 

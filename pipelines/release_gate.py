@@ -1,0 +1,60 @@
+"""The release-gate pipeline: export → promote (the other gates slot in between as they land).
+
+Promote runs last, uncached and never retried by KFP (a refusal is an answer, not a transient error); when it
+refuses, `gate_blocked` fails the run so the KFP UI and alerting show the block.
+"""
+
+from kfp import dsl
+
+from skewgate.export.component import export_op
+from skewgate.promote.component import gate_blocked, promote_op
+
+REQUIRED_STEPS = "export"
+
+
+@dsl.pipeline(
+    name="skewgate-release-gate",
+    description="Gate MLflow registry promotion of a PyTorch model on export parity and model lint.",
+)
+def release_gate(
+    candidate_model: str,
+    eval_data: str,
+    model_name: str,
+    mlflow_tracking_uri: str,
+    alias: str = "champion",
+    allow_warn: bool = False,
+    max_samples: int = 64,
+) -> None:
+    """`candidate_model`: URI of the `.pt2`; `eval_data`: URI of the `.npz` of example inputs."""
+    model = dsl.importer(artifact_uri=candidate_model, artifact_class=dsl.Model, reimport=True)
+    model.set_display_name("candidate-model")
+    data = dsl.importer(artifact_uri=eval_data, artifact_class=dsl.Dataset, reimport=True)
+    data.set_display_name("eval-data")
+
+    export = export_op(
+        model=model.output,
+        example_inputs=data.output,
+        tracking_uri=mlflow_tracking_uri,
+        experiment=model_name,
+        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        max_samples=max_samples,
+    )
+    export.set_display_name("export")
+
+    promote = promote_op(
+        onnx_model=export.outputs["onnx_model"],
+        export_verdict=export.outputs["verdict"],
+        model_name=model_name,
+        tracking_uri=mlflow_tracking_uri,
+        alias=alias,
+        required_steps=REQUIRED_STEPS,
+        allow_warn=allow_warn,
+        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+    )
+    promote.set_display_name("promote")
+    promote.set_caching_options(False)
+
+    with dsl.If(promote.outputs["Output"] != "pass", name="promotion-refused"):
+        blocked = gate_blocked(verdict=promote.outputs["verdict"])
+        blocked.set_display_name("gate-blocked")
+        blocked.set_caching_options(False)
