@@ -1,0 +1,94 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from skewgate.common.errors import InputError
+from skewgate.common.io import TensorSpec, load_npz, load_onnx, load_table, onnx_input_specs, sha256_file
+
+SPEC = TensorSpec("pixels", "float32", (None, 1, 8, 8))
+
+
+def _npz(tmp_path, **arrays):
+    path = tmp_path / "x.npz"
+    np.savez(path, **arrays)
+    return path
+
+
+def test_loads_arrays_that_match_the_spec(tmp_path):
+    path = _npz(tmp_path, pixels=np.zeros((3, 1, 8, 8), np.float32), labels=np.arange(3))
+    arrays = load_npz(path, expected=[SPEC])
+    assert set(arrays) == {"pixels", "labels"}
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [
+        pytest.param({"image": np.zeros((3, 1, 8, 8), np.float32)},
+                     r"x\.npz: pixels: expected model input float32\[N, 1, 8, 8\], found no such array",
+                     id="missing-input"),
+        pytest.param({"pixels": np.zeros((3, 1, 8, 8), np.float64)},
+                     r"pixels: expected dtype float32, found dtype float64", id="wrong-dtype"),
+        pytest.param({"pixels": np.zeros((3, 8, 8), np.float32)},
+                     r"pixels: expected rank 4 .*, found rank 3", id="wrong-rank"),
+        pytest.param({"pixels": np.zeros((3, 1, 8, 9), np.float32)},
+                     r"pixels: expected float32\[N, 1, 8, 8\] \(axis 3 = 8\), found float32\[3, 1, 8, 9\]",
+                     id="wrong-static-dim"),
+        pytest.param({"pixels": np.zeros((0, 1, 8, 8), np.float32)}, r"expected at least one sample",
+                     id="empty"),
+    ],
+)
+def test_bad_arrays_name_file_field_expected_and_found(tmp_path, arrays, message):
+    with pytest.raises(InputError, match=message):
+        load_npz(_npz(tmp_path, **arrays), expected=[SPEC])
+
+
+@pytest.mark.parametrize(
+    "content",
+    [pytest.param(b"not a zip", id="not-npz"), pytest.param(None, id="truncated")],
+)
+def test_unreadable_npz_is_an_input_error(tmp_path, content):
+    path = _npz(tmp_path, pixels=np.zeros((3, 1, 8, 8), np.float32))
+    data = path.read_bytes()
+    path.write_bytes(content if content is not None else data[: len(data) // 2])
+    with pytest.raises(InputError, match=r"x\.npz: expected an \.npz file of named arrays, found unreadable"):
+        load_npz(path, expected=[SPEC])
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        load_npz(tmp_path / "nope.npz")
+    with pytest.raises(InputError, match="no such file"):
+        sha256_file(tmp_path / "nope.bin")
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_tables_load_and_check_columns(tmp_path, suffix):
+    frame = pd.DataFrame({"a": [1.0, 2.0], "b": [3, 4]})
+    path = tmp_path / f"t{suffix}"
+    frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path)
+    assert list(load_table(path, columns=["a", "b"]).columns) == ["a", "b"]
+    with pytest.raises(InputError, match=rf"t\{suffix}: c: expected these columns, found columns \['a', 'b'\]"):
+        load_table(path, columns=["a", "c"])
+
+
+def test_table_with_unknown_suffix_or_no_rows(tmp_path):
+    (tmp_path / "t.txt").write_text("a\n1\n")
+    with pytest.raises(InputError, match="suffix .txt"):
+        load_table(tmp_path / "t.txt")
+    (tmp_path / "e.csv").write_text("a,b\n")
+    with pytest.raises(InputError, match="at least one row"):
+        load_table(tmp_path / "e.csv")
+
+
+def test_onnx_loader_rejects_non_onnx_and_truncated_files(tmp_path, tiny_onnx):
+    (tmp_path / "junk.onnx").write_bytes(b"\x00\x01garbage")
+    with pytest.raises(InputError, match=r"junk\.onnx: expected a valid ONNX model"):
+        load_onnx(tmp_path / "junk.onnx")
+    data = tiny_onnx.read_bytes()
+    (tmp_path / "cut.onnx").write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match=r"cut\.onnx: expected a valid ONNX model"):
+        load_onnx(tmp_path / "cut.onnx")
+
+
+def test_onnx_input_specs_mark_symbolic_dims(tiny_onnx):
+    assert onnx_input_specs(load_onnx(tiny_onnx)) == [TensorSpec("x", "float32", (None, 4))]

@@ -1,0 +1,89 @@
+import json
+
+import pytest
+
+from skewgate.common.errors import InputError
+from skewgate.common.tensor_stats import summarize
+from skewgate.common.verdict import SCHEMA_VERSION, Check, Subject, Verdict
+
+SUBJECT = Subject(artifact="model.onnx", sha256="ab" * 32, data={"inputs": "cd" * 32})
+
+
+@pytest.mark.parametrize(
+    ("checks", "status"),
+    [
+        pytest.param([Check("a", passed=True)], "pass", id="all-passed"),
+        pytest.param([Check("a", passed=True), Check("b", passed=False)], "fail", id="one-failed"),
+        pytest.param([Check("a", passed=True), Check("b", passed=False, severity="warn")], "warn", id="warn-only"),
+        pytest.param([Check("a", passed=False, severity="warn"), Check("b", passed=False)], "fail",
+                     id="fail-beats-warn"),
+        pytest.param([], "fail", id="empty-means-fail"),
+    ],
+)
+def test_status_follows_from_checks(checks, status):
+    assert Verdict.from_checks("export", checks, subject=SUBJECT).status == status
+
+
+def test_json_round_trip_keeps_every_field(tmp_path):
+    import numpy as np
+
+    verdict = Verdict.from_checks(
+        "export",
+        [Check("outputs_match.y", passed=True, value=0.5, limit=1.0, detail="fine")],
+        subject=SUBJECT,
+        stats=[summarize("x", "torch.input", np.arange(6, dtype=np.float32).reshape(2, 3))],
+        details={"gelu": {"none": 2}, "list": [1, 2]},
+    )
+    path = verdict.write(tmp_path / "v.json")
+    again = Verdict.read(path)
+    assert again == verdict
+    assert json.loads(path.read_text())["schema_version"] == SCHEMA_VERSION
+
+
+def test_non_finite_check_values_become_null_in_json():
+    verdict = Verdict.from_checks("s", [Check("c", passed=False, value=float("inf"), limit=1.0)], subject=None)
+    assert json.loads(verdict.to_json())["checks"][0]["value"] is None
+
+
+def test_verdict_is_frozen():
+    verdict = Verdict.from_checks("s", [Check("c", passed=True)], subject=None)
+    with pytest.raises(AttributeError):
+        verdict.status = "fail"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        verdict.details["x"] = 1  # type: ignore[index]
+
+
+def test_unknown_status_is_rejected():
+    with pytest.raises(ValueError, match="status"):
+        Verdict(step="s", status="ok", checks=(), subject=None)  # type: ignore[arg-type]
+
+
+def test_other_schema_version_is_an_input_error_naming_file_and_field(tmp_path):
+    path = tmp_path / "v.json"
+    data = Verdict.from_checks("s", [Check("c", passed=True)], subject=None).to_dict()
+    path.write_text(json.dumps({**data, "schema_version": 99}))
+    with pytest.raises(InputError, match=r"v\.json: schema_version: expected 1, found 99"):
+        Verdict.read(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "found"),
+    [
+        pytest.param("{not json", "invalid JSON", id="invalid-json"),
+        pytest.param("[1, 2]", "list", id="not-an-object"),
+        pytest.param('{"schema_version": 1, "step": "s"}', "KeyError", id="missing-fields"),
+    ],
+)
+def test_malformed_verdict_files_are_input_errors(tmp_path, content, found):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(InputError, match=found) as info:
+        Verdict.read(path)
+    assert "bad.json" in str(info.value)
+
+
+def test_error_verdict_has_error_status_and_message():
+    verdict = Verdict.error("export", "model.pt2: expected a .pt2")
+    assert verdict.status == "error"
+    assert verdict.checks == ()
+    assert "expected" in verdict.message

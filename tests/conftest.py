@@ -1,0 +1,26 @@
+"""Shared fixtures: small real models (ONNX built with onnx.helper, .pt2 from torch.export)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_onnx(tmp_path_factory):
+    """y = x @ W with a symbolic batch: a valid ONNX file in a few hundred bytes."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.ones((4, 2), np.float32), name="W")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"])], "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 2])],
+        initializer=[weight],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    path = tmp_path_factory.mktemp("onnx") / "tiny.onnx"
+    onnx.save(model, str(path))
+    return path

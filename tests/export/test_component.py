@@ -1,0 +1,35 @@
+import pytest
+from kfp import dsl
+
+from skewgate.common.verdict import Verdict
+from skewgate.export.component import export_op
+
+
+def _outputs(tmp_path):
+    return {
+        "onnx_model": dsl.Model(uri=str(tmp_path / "onnx_model")),
+        "verdict": dsl.Artifact(uri=str(tmp_path / "verdict")),
+        "metrics": dsl.Metrics(uri=str(tmp_path / "metrics")),
+        "report": dsl.Markdown(uri=str(tmp_path / "report")),
+    }
+
+
+@pytest.mark.parametrize(("variant", "status"), [("good", "pass"), ("train_mode", "fail")])
+def test_component_writes_verdict_metrics_report_and_returns_status(pt2, example_npz, tmp_path, variant, status):
+    outputs = _outputs(tmp_path)
+    returned = export_op.python_func(model=dsl.Model(uri=str(pt2(variant))),
+                                     example_inputs=dsl.Dataset(uri=str(example_npz)), **outputs)
+    assert returned == status
+    verdict = Verdict.read(tmp_path / "verdict")
+    assert verdict.status == status
+    assert outputs["verdict"].metadata["sha256"] == verdict.subject.sha256
+    assert outputs["metrics"].metadata["passed"] == float(status == "pass")
+    assert f"export: " in (tmp_path / "report").read_text()
+
+
+def test_component_raises_when_it_cannot_evaluate(example_npz, tmp_path):
+    outputs = _outputs(tmp_path)
+    with pytest.raises(RuntimeError, match="could not evaluate"):
+        export_op.python_func(model=dsl.Model(uri=str(tmp_path / "missing.pt2")),
+                              example_inputs=dsl.Dataset(uri=str(example_npz)), **outputs)
+    assert Verdict.read(tmp_path / "verdict").status == "error"

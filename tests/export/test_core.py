@@ -1,0 +1,143 @@
+import numpy as np
+import pytest
+
+from skewgate.common.compare import Tolerance
+from skewgate.common.errors import InputError
+from skewgate.common.io import sha256_file
+from skewgate.export.core import batch_sizes, export_model
+from tests.export.models import INPUT, examples
+
+
+def _export(pt2_path, npz, tmp_path, **options):
+    return export_model(model=pt2_path, inputs=npz, out=tmp_path / "model.onnx", **options)
+
+
+def _failed(verdict):
+    return {c.name for c in verdict.failed_checks}
+
+
+@pytest.fixture(scope="module")
+def good_verdict(pt2, example_npz, tmp_path_factory):
+    out = tmp_path_factory.mktemp("good")
+    return _export(pt2("good"), example_npz, out), out / "model.onnx"
+
+
+def test_good_model_passes_every_check(good_verdict):
+    verdict, onnx_path = good_verdict
+    assert verdict.status == "pass", verdict.message
+    names = {c.name for c in verdict.checks}
+    assert {"outputs_match.linear", "dynamic_batch", "batch_invariance.torch", "batch_invariance.onnxruntime",
+            "determinism.torch", "determinism.onnxruntime", "inputs_finite", "input_hash_chain",
+            "lint.batchnorm_eval_mode", "lint.dropout_inactive", "lint.weights_finite"} <= names
+
+
+def test_subject_is_the_onnx_file_it_wrote(good_verdict, example_npz):
+    verdict, onnx_path = good_verdict
+    assert verdict.subject.sha256 == sha256_file(onnx_path)
+    assert verdict.subject.data["inputs"] == sha256_file(example_npz)
+    assert verdict.subject.source_sha256 is not None
+
+
+def test_stats_cover_every_stage(good_verdict):
+    verdict, _ = good_verdict
+    stages = {(s.name, s.stage) for s in verdict.stats}
+    assert stages == {(INPUT, "torch.input"), (INPUT, "ort.input"), ("linear", "torch.output"),
+                      ("linear", "ort.output")}
+
+
+def test_hash_chain_records_each_hop(good_verdict):
+    chain = good_verdict[0].details["input_hash_chain"]
+    assert chain["loaded"][INPUT] == chain["torch_fed"][INPUT] == chain["onnxruntime_fed"][INPUT]
+
+
+def test_records_erf_gelu(good_verdict):
+    assert good_verdict[0].details["gelu_approximations"] == {"none": 1}
+
+
+def test_records_tanh_gelu(pt2, example_npz, tmp_path):
+    verdict = _export(pt2("tanh_gelu"), example_npz, tmp_path)
+    assert verdict.details["gelu_approximations"] == {"tanh": 1}
+    assert set(verdict.details["onnx_gelu"].values()) == {"tanh"}
+
+
+def test_batchnorm_left_in_training_mode_fails_with_the_module_named(pt2, example_npz, tmp_path):
+    verdict = _export(pt2("train_mode"), example_npz, tmp_path)
+    assert verdict.status == "fail"
+    failed = _failed(verdict)
+    assert {"lint.batchnorm_eval_mode", "lint.dropout_inactive", "outputs_match.linear",
+            "determinism.torch"} <= failed
+    check = next(c for c in verdict.checks if c.name == "lint.batchnorm_eval_mode")
+    assert "bn" in check.detail
+
+
+@pytest.mark.parametrize(
+    ("variant", "check"),
+    [
+        pytest.param("untouched_bn", "lint.batchnorm_stats_trained", id="bn-stats-never-updated"),
+        pytest.param("nan_weight", "lint.weights_finite", id="nan-in-weights"),
+        pytest.param("static_batch", "dynamic_batch", id="static-batch-dim"),
+    ],
+)
+def test_lint_and_signature_defects_fail(pt2, example_npz, tmp_path, variant, check):
+    if variant == "static_batch":  # a static .pt2 only accepts its traced batch size (4)
+        example_npz = tmp_path / "four.npz"
+        np.savez(example_npz, **{INPUT: examples(4)})
+    verdict = _export(pt2(variant), example_npz, tmp_path)
+    assert verdict.status == "fail"
+    assert check in _failed(verdict)
+
+
+def test_nan_in_example_inputs_is_a_failing_check(pt2, tmp_path):
+    data = examples(6)
+    data[2, 0, 3, 3] = np.nan
+    npz = tmp_path / "nan.npz"
+    np.savez(npz, **{INPUT: data})
+    verdict = _export(pt2("good"), npz, tmp_path)
+    assert "inputs_finite" in _failed(verdict)
+
+
+def test_tolerance_override_can_make_outputs_fail(pt2, example_npz, tmp_path):
+    verdict = _export(pt2("good"), example_npz, tmp_path, tolerances={"linear": Tolerance(rtol=0, atol=0)})
+    check = next(c for c in verdict.checks if c.name == "outputs_match.linear")
+    # ORT and PyTorch use different conv kernels: bit-exact agreement is not expected
+    assert check.passed == (check.value == 0.0)
+
+
+def test_tolerance_for_unknown_output_is_bad_input(pt2, example_npz, tmp_path):
+    with pytest.raises(InputError, match="nope"):
+        _export(pt2("good"), example_npz, tmp_path, tolerances={"nope": Tolerance(1, 1)})
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        pytest.param(lambda p: np.savez(p, other=examples(3)), r"x: expected model input", id="missing-input"),
+        pytest.param(lambda p: np.savez(p, x=examples(3).astype(np.float64)), "expected dtype float32",
+                     id="wrong-dtype"),
+        pytest.param(lambda p: np.savez(p, x=examples(3)[:, 0]), "expected rank 4", id="wrong-rank"),
+    ],
+)
+def test_bad_example_inputs_are_input_errors(pt2, tmp_path, make, message):
+    npz = tmp_path / "bad.npz"
+    make(npz)
+    with pytest.raises(InputError, match=message):
+        _export(pt2("good"), npz, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("content", "found"),
+    [
+        pytest.param(b"garbage", "not a zip archive", id="not-a-zip"),
+        pytest.param(None, "a zip archive that is not a .pt2", id="npz-renamed"),
+    ],
+)
+def test_a_pt2_that_does_not_load_is_an_input_error(example_npz, tmp_path, content, found):
+    bad = tmp_path / "model.pt2"
+    bad.write_bytes(content if content is not None else example_npz.read_bytes())
+    with pytest.raises(InputError, match=found):
+        _export(bad, example_npz, tmp_path)
+
+
+@pytest.mark.parametrize(("n", "sizes"), [(1, [1]), (2, [1, 2]), (12, [1, 7, 12]), (64, [1, 33, 64])])
+def test_batch_sizes_are_one_odd_and_largest(n, sizes):
+    assert batch_sizes(n) == sizes

@@ -1,0 +1,160 @@
+import pytest
+
+from skewgate.common.errors import BackendError, InputError
+from skewgate.common.io import sha256_file
+from skewgate.common.verdict import Check, Subject, Verdict
+from skewgate.promote.core import decide, promote
+from tests.promote.fake_registry import FakeRegistry
+
+NAME = "digits"
+
+
+def _verdict(step, status_checks, sha):
+    return Verdict.from_checks(step, status_checks, subject=Subject(artifact="m.onnx", sha256=sha))
+
+
+@pytest.fixture
+def onnx_file(tmp_path, tiny_onnx):
+    path = tmp_path / "model.onnx"
+    path.write_bytes(tiny_onnx.read_bytes())
+    return path
+
+
+def _write(directory, *verdicts):
+    directory.mkdir(exist_ok=True)
+    for verdict in verdicts:
+        verdict.write(directory / f"{verdict.step}.json")
+    return directory
+
+
+PASSING = [Check("c", passed=True)]
+FAILING = [Check("c", passed=False, detail="broken")]
+WARNING = [Check("c", passed=False, severity="warn")]
+
+
+def test_all_evidence_passes_so_the_alias_moves(onnx_file, tmp_path):
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    registry = FakeRegistry()
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
+    assert result.status == "pass"
+    assert registry.aliases[NAME]["champion"] == "1"
+    tags = registry.versions[NAME]["1"]
+    assert tags["skewgate.export.status"] == "pass"
+    assert tags["skewgate.onnx_sha256"] == sha256_file(onnx_file)
+    assert tags["skewgate.verdict_sha256.export"] == sha256_file(verdicts / "export.json")
+    assert tags["skewgate.promotion.status"] == "promoted"
+    assert registry.log[-1]["promoted"] is True
+
+
+@pytest.mark.parametrize(
+    ("checks", "allow_warn", "status"),
+    [
+        pytest.param(FAILING, False, "fail", id="failed-gate"),
+        pytest.param(WARNING, False, "fail", id="warn-not-allowed"),
+        pytest.param(WARNING, True, "pass", id="warn-allowed"),
+    ],
+)
+def test_status_of_the_evidence_decides(onnx_file, tmp_path, checks, allow_warn, status):
+    verdicts = _write(tmp_path / "v", _verdict("export", checks, sha256_file(onnx_file)))
+    registry = FakeRegistry()
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry,
+                     allow_warn=allow_warn)
+    assert result.status == status
+    assert (registry.get_alias(NAME, "champion") is not None) == (status == "pass")
+
+
+def test_refusal_tags_the_version_with_the_reason_and_leaves_the_alias(onnx_file, tmp_path):
+    registry = FakeRegistry()
+    registry.versions[NAME] = {"1": {"skewgate.onnx_sha256": "old"}}
+    registry.aliases[NAME] = {"champion": "1"}
+    verdicts = _write(tmp_path / "v", _verdict("export", FAILING, sha256_file(onnx_file)))
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
+    assert result.status == "fail"
+    assert registry.aliases[NAME]["champion"] == "1"
+    tags = registry.versions[NAME]["2"]
+    assert tags["skewgate.promotion.status"] == "refused"
+    assert tags["skewgate.promotion.reason"] == "evidence.export: status fail: failed: c"
+    assert registry.log[-1] | {"promoted": False, "previous": "1"} == registry.log[-1]
+
+
+def test_tampered_onnx_is_refused(onnx_file, tmp_path):
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    import onnx
+
+    model = onnx.load(str(onnx_file))
+    model.graph.initializer[0].float_data[:] = [2.0] * 8  # still valid ONNX, different bytes
+    model.graph.initializer[0].ClearField("raw_data")
+    onnx.save(model, str(onnx_file))
+    registry = FakeRegistry()
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
+    assert result.status == "fail"
+    assert "the file to promote is" in result.message
+    assert registry.get_alias(NAME, "champion") is None
+
+
+def test_missing_required_verdict_is_refused(onnx_file, tmp_path):
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    registry = FakeRegistry()
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry,
+                     required=["export", "drift"])
+    assert result.status == "fail"
+    assert "evidence.drift: no verdict" in result.message
+
+
+def test_no_required_steps_means_fail():
+    assert decide({}, artifact_sha256="x", required=[]) == []
+    assert Verdict.from_checks("promote", [], subject=None).status == "fail"
+
+
+def test_same_promotion_twice_creates_one_version(onnx_file, tmp_path):
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    registry = FakeRegistry()
+    for _ in range(2):
+        promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
+    assert list(registry.versions[NAME]) == ["1"]
+    assert len(registry.log) == 2
+
+
+def test_tags_that_do_not_read_back_stop_the_alias(onnx_file, tmp_path):
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    registry = FakeRegistry(drop_tags_on_write=True)
+    with pytest.raises(BackendError, match="did not read back"):
+        promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
+    assert registry.get_alias(NAME, "champion") is None
+
+
+def test_existing_version_of_a_missing_model_is_bad_input_and_touches_nothing(onnx_file, tmp_path):
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    registry = FakeRegistry()
+    with pytest.raises(InputError, match="--model-name: digits: expected a registered model"):
+        promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry, version="3")
+    assert registry.versions == {} and registry.aliases == {} and registry.log == []
+
+
+def test_existing_version_must_hold_the_same_artifact(onnx_file, tmp_path):
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    registry = FakeRegistry()
+    registry.versions[NAME] = {"1": {"skewgate.onnx_sha256": "something-else"}}
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry, version="1")
+    assert result.status == "fail"
+    assert "registry.same_artifact" in result.message
+    assert registry.get_alias(NAME, "champion") is None
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        pytest.param(lambda d, f: f.write_bytes(b"not onnx"), "expected a valid ONNX model", id="not-onnx"),
+        pytest.param(lambda d, f: (d / "x.json").write_text("{"), "invalid JSON", id="bad-verdict-json"),
+        pytest.param(lambda d, f: _write(d, _verdict("export", PASSING, "a"), ).joinpath("again.json")
+                     .write_text((d / "export.json").read_text()), "a second verdict", id="duplicate-step"),
+    ],
+)
+def test_bad_input_raises_before_the_registry_is_touched(onnx_file, tmp_path, setup, message):
+    verdicts = tmp_path / "v"
+    verdicts.mkdir()
+    setup(verdicts, onnx_file)
+    registry = FakeRegistry()
+    with pytest.raises(InputError, match=message):
+        promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
+    assert registry.versions == {} and registry.log == []
