@@ -54,6 +54,6 @@ def run_release_gate_locally(
         task = release_gate(candidate_model=str(candidate_model.resolve()), eval_data=str(eval_data.resolve()),
                             model_name=model_name, mlflow_tracking_uri=tracking_uri, alias=alias,
                             allow_warn=allow_warn)
-    state = getattr(task, "state", None) or getattr(task, "_state", None)
-    succeeded = str(state).upper().endswith("SUCCESS") if state is not None else True
+    # kfp.local returns no outputs for a failed run, and the promote status for a successful one.
+    succeeded = bool(task.outputs) and task.output == "pass"
     return LocalRun(succeeded=succeeded, started_ms=started_ms, pipeline_root=pipeline_root)

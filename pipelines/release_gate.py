@@ -24,8 +24,11 @@ def release_gate(
     alias: str = "champion",
     allow_warn: bool = False,
     max_samples: int = 64,
-) -> None:
-    """`candidate_model`: URI of the `.pt2`; `eval_data`: URI of the `.npz` of example inputs."""
+) -> str:
+    """`candidate_model`: URI of the `.pt2`; `eval_data`: URI of the `.npz` of example inputs.
+
+    Returns promote's status (`pass` = promoted); a refused promotion fails the run in `gate-blocked`.
+    """
     model = dsl.importer(artifact_uri=candidate_model, artifact_class=dsl.Model, reimport=True)
     model.set_display_name("candidate-model")
     data = dsl.importer(artifact_uri=eval_data, artifact_class=dsl.Dataset, reimport=True)
@@ -58,3 +61,4 @@ def release_gate(
         blocked = gate_blocked(verdict=promote.outputs["verdict"])
         blocked.set_display_name("gate-blocked")
         blocked.set_caching_options(False)
+    return promote.outputs["Output"]

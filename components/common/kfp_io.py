@@ -19,11 +19,15 @@ def to_markdown(verdict: Verdict) -> str:
         for c in verdict.checks:
             value = "" if c.value is None else f"{c.value:.4g}"
             limit = "" if c.limit is None else f"{c.limit:.4g}"
-            detail = c.detail.replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| {c.name} | {'yes' if c.passed else '**no**'} | {value} | {limit} | {detail} |")
+            lines.append(f"| {_cell(c.name)} | {'yes' if c.passed else '**no**'} | {value} | {limit} "
+                         f"| {_cell(c.detail)} |")
     if verdict.subject is not None:
         lines += ["", f"Artifact: `{verdict.subject.artifact}` sha256 `{verdict.subject.sha256}`"]
     return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def finish(verdict: Verdict, *, verdict_artifact: Any, metrics: Any, report: Any) -> str:

@@ -1,0 +1,37 @@
+import pytest
+from kfp import dsl
+
+from skewgate.common.kfp_io import finish, to_markdown
+from skewgate.common.verdict import Check, Subject, Verdict
+
+
+def _outputs(tmp_path):
+    return {"verdict_artifact": dsl.Artifact(uri=str(tmp_path / "v")),
+            "metrics": dsl.Metrics(uri=str(tmp_path / "m")),
+            "report": dsl.Markdown(uri=str(tmp_path / "r"))}
+
+
+def test_markdown_has_status_and_a_row_per_check():
+    verdict = Verdict.from_checks("export", [Check("a", passed=True, value=1), Check("b|c", passed=False)],
+                                  subject=Subject(artifact="m.onnx", sha256="f" * 64))
+    text = to_markdown(verdict)
+    assert text.startswith("# export: ❌ FAIL")
+    assert "| a | yes | 1 |" in text
+    assert "| b\\|c | **no** |" in text
+    assert "f" * 64 in text
+
+
+def test_finish_writes_all_outputs_and_returns_status(tmp_path):
+    outputs = _outputs(tmp_path)
+    verdict = Verdict.from_checks("export", [Check("a", passed=True, value=0.5)], subject=None)
+    assert finish(verdict, **outputs) == "pass"
+    assert Verdict.read(tmp_path / "v") == verdict
+    assert outputs["metrics"].metadata == {"a": 0.5, "passed": 1.0}
+    assert outputs["verdict_artifact"].metadata["status"] == "pass"
+    assert (tmp_path / "r").read_text().startswith("# export")
+
+
+def test_finish_raises_on_error_after_writing(tmp_path):
+    with pytest.raises(RuntimeError, match="could not evaluate: boom"):
+        finish(Verdict.error("export", "boom"), **_outputs(tmp_path))
+    assert Verdict.read(tmp_path / "v").status == "error"

@@ -1,0 +1,58 @@
+"""A real `mlflow server` on 127.0.0.1 for integration tests: started, awaited, and always stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def mlflow_server(workdir: Path, *, startup_deadline_s: float = 120.0) -> Iterator[str]:
+    """Yield the server's URL once `/health` answers; stop it (terminate, then kill) on the way out."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log_path = workdir / "mlflow-server.log"
+    command = [
+        sys.executable, "-m", "mlflow", "server",
+        "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+        "--backend-store-uri", f"sqlite:///{workdir / 'mlflow.db'}",
+        "--artifacts-destination", str(workdir / "artifacts"),
+    ]
+    url = f"http://127.0.0.1:{port}"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+        try:
+            deadline = time.monotonic() + startup_deadline_s
+            while True:
+                if process.poll() is not None:
+                    raise RuntimeError(f"mlflow server exited with {process.returncode}: "
+                                       f"{log_path.read_text(errors='replace')[-2000:]}")
+                try:
+                    with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                        if response.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"mlflow server not healthy after {startup_deadline_s}s; see {log_path}")
+                time.sleep(0.5)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=15)
