@@ -7,11 +7,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 PIPELINES = {"release-gate": "skewgate.pipelines.release_gate:release_gate"}
 
 
-def _load(name: str):  # type: ignore[no-untyped-def]
+def _load(name: str) -> Any:
     import importlib
 
     module, _, attr = PIPELINES[name].partition(":")

@@ -91,7 +91,8 @@ class Tracking:
                     verdicts[step] = Verdict.read(local)
             return parent, verdicts
 
-        return self._call(read)  # type: ignore[no-any-return]
+        result: tuple[str | None, dict[str, Verdict]] = self._call(read)
+        return result
 
     def _call(self, fn: Any) -> Any:
         try:

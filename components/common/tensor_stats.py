@@ -26,6 +26,7 @@ def summarize(name: str, stage: str, array: npt.ArrayLike) -> TensorStats:
     # float64 for the arithmetic: float16 sums overflow, and integer std needs floats anyway.
     values = arr.astype(np.float64, copy=False).ravel() if arr.dtype.kind in "biuf" else np.zeros(0)
     finite = values[np.isfinite(values)]
+    stats: dict[str, float | None]
     if finite.size:
         p01, p50, p99, p999 = (float(q) for q in np.quantile(finite, [0.01, 0.5, 0.99, 0.999]))
         stats = {

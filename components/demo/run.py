@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from skewgate.common.cli_support import configure_logging
+from skewgate.common.verdict import Verdict
 
 log = logging.getLogger("skewgate.demo")
 MODEL_NAME = "digits-cnn"
@@ -65,7 +66,7 @@ def _short(text: str, limit: int = 70) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _table(verdicts: dict) -> str:  # type: ignore[type-arg]
+def _table(verdicts: dict[str, Verdict]) -> str:
     if not verdicts:
         return "  (no verdicts recorded)"
     rows = [("step", "status", "why")]  # one line per step; the full verdicts are in MLflow

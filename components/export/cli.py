@@ -7,6 +7,7 @@ from pathlib import Path
 
 from skewgate.common.cli_support import add_common_args, run_step
 from skewgate.common.compare import Tolerance
+from skewgate.common.verdict import Verdict
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -42,7 +43,7 @@ def _tolerances(items: list[str]) -> dict[str, Tolerance]:
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     args = build_parser(parser).parse_args(argv)
 
-    def evaluate(_run: object):  # type: ignore[no-untyped-def]
+    def evaluate(_run: object) -> Verdict:
         from skewgate.export.core import export_model
 
         return export_model(model=args.model, inputs=args.inputs, out=args.out,

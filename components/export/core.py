@@ -20,12 +20,13 @@ import numpy as np
 
 from skewgate.common.compare import Tolerance, compare_close
 from skewgate.common.errors import ExportError, InputError
-from skewgate.common.io import TensorSpec, load_npz, load_onnx, sha256_file
+from skewgate.common.io import TensorSpec, load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.tensor_stats import sha256_array, summarize
 from skewgate.common.verdict import Check, Subject, TensorStats, Verdict
 from skewgate.export.lint import lint_program
 
 if TYPE_CHECKING:
+    import onnx
     import torch
 
 log = logging.getLogger(__name__)
@@ -282,14 +283,12 @@ def _hash_chain_check(chain: Mapping[str, Mapping[str, str] | str]) -> Check:
                  "PyTorch and ONNX Runtime were fed the exact tensors that were loaded")
 
 
-def _dynamic_batch(model: object) -> bool:
-    from skewgate.common.io import onnx_input_specs
-
-    return all(spec.shape and spec.shape[0] is None for spec in onnx_input_specs(model))  # type: ignore[arg-type]
+def _dynamic_batch(model: onnx.ModelProto) -> bool:
+    return all(spec.shape and spec.shape[0] is None for spec in onnx_input_specs(model))
 
 
-def _gelu_mode(node: object) -> str:
-    for attr in node.attribute:  # type: ignore[attr-defined]
+def _gelu_mode(node: onnx.NodeProto) -> str:
+    for attr in node.attribute:
         if attr.name == "approximate":
             return attr.s.decode()
     return "none"

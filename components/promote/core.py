@@ -46,7 +46,7 @@ def load_verdicts(directory: str | Path) -> dict[str, tuple[Verdict, str]]:
     for path in sorted(directory.glob("*.json")):
         verdict = Verdict.read(path)
         if verdict.step in verdicts:
-            raise InputError(path, field="step", expected=f"one verdict per step",
+            raise InputError(path, field="step", expected="one verdict per step",
                              found=f"a second verdict for {verdict.step!r}")
         verdicts[verdict.step] = (verdict, sha256_file(path))
     return verdicts

@@ -73,7 +73,7 @@ def test_tables_load_and_check_columns(tmp_path, suffix):
 
 def test_table_with_unknown_suffix_or_no_rows(tmp_path):
     (tmp_path / "t.txt").write_text("a\n1\n")
-    with pytest.raises(InputError, match="suffix .txt"):
+    with pytest.raises(InputError, match=r"suffix \.txt"):
         load_table(tmp_path / "t.txt")
     (tmp_path / "e.csv").write_text("a,b\n")
     with pytest.raises(InputError, match="at least one row"):

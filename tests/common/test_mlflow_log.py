@@ -77,7 +77,8 @@ def test_registry_round_trip(tracking, tiny_onnx):
     assert source.endswith("/onnx")
     log_run = client.search_runs([tracking.experiment_id], "tags.`skewgate.kind` = 'promotion-log'")[0]
     path = client.download_artifacts(log_run.info.run_id, "promotions.jsonl")
-    assert [json.loads(line)["n"] for line in open(path)] == [1, 2]
+    with open(path) as handle:
+        assert [json.loads(line)["n"] for line in handle] == [1, 2]
 
 
 def test_unreachable_server_gives_up_at_the_deadline():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from skewgate.cli import main
-from tests.export.models import INPUT, examples
+from tests.export.models import examples
 
 
 def _run(*args):

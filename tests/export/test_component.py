@@ -24,7 +24,7 @@ def test_component_writes_verdict_metrics_report_and_returns_status(pt2, example
     assert verdict.status == status
     assert outputs["verdict"].metadata["sha256"] == verdict.subject.sha256
     assert outputs["metrics"].metadata["passed"] == float(status == "pass")
-    assert f"export: " in (tmp_path / "report").read_text()
+    assert "export: " in (tmp_path / "report").read_text()
 
 
 def test_component_raises_when_it_cannot_evaluate(example_npz, tmp_path):

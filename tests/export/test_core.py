@@ -23,7 +23,7 @@ def good_verdict(pt2, example_npz, tmp_path_factory):
 
 
 def test_good_model_passes_every_check(good_verdict):
-    verdict, onnx_path = good_verdict
+    verdict, _onnx_path = good_verdict
     assert verdict.status == "pass", verdict.message
     names = {c.name for c in verdict.checks}
     assert {"outputs_match.linear", "dynamic_batch", "batch_invariance.torch", "batch_invariance.onnxruntime",

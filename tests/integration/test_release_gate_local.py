@@ -32,7 +32,7 @@ def runs(candidates, mlflow_url, tmp_path_factory):
 
 
 def test_good_candidate_is_promoted_and_the_run_succeeds(runs, mlflow_url):
-    run, parent, verdicts = runs["good"]
+    run, _parent, verdicts = runs["good"]
     assert run.succeeded
     assert {step: v.status for step, v in verdicts.items()} == {"export": "pass", "promote": "pass"}
     client = MlflowClient(mlflow_url)
@@ -44,7 +44,7 @@ def test_good_candidate_is_promoted_and_the_run_succeeds(runs, mlflow_url):
 
 
 def test_defective_candidate_is_blocked_and_the_run_fails(runs, mlflow_url):
-    run, parent, verdicts = runs["defective"]
+    run, _parent, verdicts = runs["defective"]
     assert not run.succeeded
     assert verdicts["export"].status == "fail"
     assert verdicts["promote"].status == "fail"

@@ -1,0 +1,43 @@
+# Thin one-liners over the tools. `make demo` and `make test` are the two commands a newcomer needs.
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+WORK   ?= work
+
+.PHONY: setup demo test test-unit lint compile clean
+
+# torch is installed first and pinned: `pip install torch==2.13.0` takes the CPU build from this machine's
+# disk, where an unpinned torch would pull a multi-GB CUDA build.
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+
+$(VENV)/.installed-all: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[all]'
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-all
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+setup: $(VENV)/.installed-all
+
+demo: setup
+	$(BIN)/skewgate demo --workdir $(WORK)/demo
+
+test: $(VENV)/.installed-test
+	$(BIN)/pytest
+
+test-unit: $(VENV)/.installed-test
+	$(BIN)/pytest -m "not integration"
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check components pipelines tests
+	$(BIN)/mypy
+
+compile: setup
+	$(BIN)/skewgate pipeline compile --out $(WORK)/release_gate.yaml
+
+clean:
+	rm -rf $(VENV) $(WORK) local_outputs
