@@ -90,13 +90,10 @@ def export_model(
         checks.append(_batch_invariance(runtime, runner, feeds, names, tols, dynamic=dynamic))
         checks.append(_determinism(runtime, runner, feeds))
 
-    details["input_hash_chain"] = {
-        "file": sha256_file(inputs),
-        "loaded": {n: sha256_array(a) for n, a in feeds.items()},
-        "torch_fed": torch_fed,
-        "onnxruntime_fed": ort_fed,
-    }
-    checks.append(_hash_chain_check(details["input_hash_chain"]))
+    loaded = {n: sha256_array(a) for n, a in feeds.items()}
+    details["input_hash_chain"] = {"file": sha256_file(inputs), "loaded": loaded, "torch_fed": torch_fed,
+                                   "onnxruntime_fed": ort_fed}
+    checks.append(_hash_chain_check(loaded, torch_fed, ort_fed))
     stats = _stats(feeds, names, torch_out, ort_out)
     subject = Subject(artifact=str(out), sha256=sha256_file(out), data={"inputs": sha256_file(inputs)},
                       source=str(model), source_sha256=source_sha)
@@ -274,9 +271,7 @@ def _determinism(runtime: str, run: Runner, feeds: dict[str, np.ndarray]) -> Che
                  "two runs on the same inputs differ (active dropout or another random op?)")
 
 
-def _hash_chain_check(chain: Mapping[str, Mapping[str, str] | str]) -> Check:
-    loaded, torch_fed, ort_fed = chain["loaded"], chain["torch_fed"], chain["onnxruntime_fed"]
-    assert isinstance(loaded, Mapping) and isinstance(torch_fed, Mapping) and isinstance(ort_fed, Mapping)
+def _hash_chain_check(loaded: Mapping[str, str], torch_fed: Mapping[str, str], ort_fed: Mapping[str, str]) -> Check:
     changed = [n for n in loaded if not (loaded[n] == torch_fed.get(n) == ort_fed.get(n))]
     return Check("input_hash_chain", passed=not changed, value=len(changed), limit=0,
                  detail=f"inputs changed between loading and feeding: {changed}" if changed else
