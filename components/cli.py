@@ -14,6 +14,7 @@ from skewgate import __version__
 # subcommand → module with `build_parser(parser)` and `main(argv, parser)`; imported only when chosen.
 COMMANDS = {
     "export": ("skewgate.export.cli", "PyTorch → ONNX export, checked against PyTorch"),
+    "drift": ("skewgate.drift.cli", "KS per feature + MMD drift gate; `drift profile` builds a reference profile"),
     "promote": ("skewgate.promote.cli", "fail-closed registry promotion from verdicts"),
     "pipeline": ("skewgate.pipelines.cli", "compile, run locally, submit or schedule the pipelines"),
     "demo": ("skewgate.demo.run", "train the digits CNN and gate a good and a defective candidate"),

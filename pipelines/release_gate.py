@@ -1,4 +1,4 @@
-"""The release-gate pipeline: export → promote (the other gates slot in between as they land).
+"""The release-gate pipeline: export → drift → promote (the other gates slot in between as they land).
 
 Promote runs last, uncached and never retried by KFP (a refusal is an answer, not a transient error); when it
 refuses, `gate_blocked` fails the run so the KFP UI and alerting show the block.
@@ -6,10 +6,11 @@ refuses, `gate_blocked` fails the run so the KFP UI and alerting show the block.
 
 from kfp import dsl
 
+from skewgate.drift.component import drift_op
 from skewgate.export.component import export_op
 from skewgate.promote.component import gate_blocked, promote_op
 
-REQUIRED_STEPS = "export"
+REQUIRED_STEPS = "export,drift"
 
 
 @dsl.pipeline(
@@ -19,13 +20,16 @@ REQUIRED_STEPS = "export"
 def release_gate(
     candidate_model: str,
     eval_data: str,
+    reference_data: str,
+    current_data: str,
     model_name: str,
     mlflow_tracking_uri: str,
     alias: str = "champion",
     allow_warn: bool = False,
     max_samples: int = 64,
 ) -> str:
-    """`candidate_model`: URI of the `.pt2`; `eval_data`: URI of the `.npz` of example inputs.
+    """`candidate_model`: URI of the `.pt2`; `eval_data`: URI of the `.npz` of example inputs; `reference_data`
+    and `current_data`: URIs of the training and validation/recent serving features (Parquet, CSV or `.npz`).
 
     Returns promote's status (`pass` = promoted); a refused promotion fails the run in `gate-blocked`.
     """
@@ -44,9 +48,24 @@ def release_gate(
     )
     export.set_display_name("export")
 
+    reference = dsl.importer(artifact_uri=reference_data, artifact_class=dsl.Dataset, reimport=True)
+    reference.set_display_name("reference-data")
+    current = dsl.importer(artifact_uri=current_data, artifact_class=dsl.Dataset, reimport=True)
+    current.set_display_name("current-data")
+    drift = drift_op(
+        reference_data=reference.output,
+        current_data=current.output,
+        onnx_model=export.outputs["onnx_model"],
+        tracking_uri=mlflow_tracking_uri,
+        experiment=model_name,
+        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+    )
+    drift.set_display_name("drift-gate")
+
     promote = promote_op(
         onnx_model=export.outputs["onnx_model"],
         export_verdict=export.outputs["verdict"],
+        drift_verdict=drift.outputs["verdict"],
         model_name=model_name,
         tracking_uri=mlflow_tracking_uri,
         alias=alias,

@@ -126,14 +126,20 @@ class StepRun:
             with tempfile.TemporaryDirectory() as tmp:
                 path = verdict.write(Path(tmp) / f"{self.step}.verdict.json")
                 client.log_artifact(self.run_id, str(path))
-            if verdict.checks:
-                client.log_table(self.run_id, data=_columns([vars(c) for c in verdict.checks]),
-                                 artifact_file="checks.json")
-            if verdict.stats:
-                rows = [{**vars(s), "shape": list(s.shape)} for s in verdict.stats]
-                client.log_table(self.run_id, data=_columns(rows), artifact_file="tensor_stats.json")
 
         self.tracking._call(write)
+        self.log_table("checks.json", [vars(c) for c in verdict.checks])
+        self.log_table("tensor_stats.json", [{**vars(s), "shape": list(s.shape)} for s in verdict.stats])
+
+    def log_table(self, artifact_file: str, rows: list[dict[str, Any]]) -> None:
+        """Rows of one shape as an MLflow table (viewable in the run's Artifacts tab)."""
+        if rows:
+            plain = [{k: v if isinstance(v, str | int | float | bool) or v is None else json.dumps(v)
+                      for k, v in row.items()} for row in rows]
+            keys = list(dict.fromkeys(k for row in plain for k in row))
+            data = {k: [row.get(k) for row in plain] for k in keys}
+            self.tracking._call(lambda: self.tracking.client.log_table(self.run_id, data=data,
+                                                                       artifact_file=artifact_file))
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> str:
         """Upload a file; returns the artifact URI of the folder it went to."""
@@ -146,11 +152,6 @@ class StepRun:
 def _metric_key(name: str) -> str:
     # MLflow keys allow alphanumerics, _ - . space / ; anything else (for example ':') becomes '_'.
     return "".join(ch if ch.isalnum() or ch in "_-. /" else "_" for ch in name)
-
-
-def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    keys = list(rows[0])
-    return {k: [row.get(k) for row in rows] for k in keys}
 
 
 def connect(uri: str, *, experiment: str, deadline_s: float = 30.0) -> Tracking:
@@ -255,6 +256,13 @@ class MlflowRegistry:
 
     def set_alias(self, name: str, alias: str, version: str) -> None:
         self._call(lambda: self.client.set_registered_model_alias(name, alias, version))
+
+    def download(self, artifact_uri: str, directory: Path) -> Path:
+        """Fetch one artifact by URI (as recorded in a tag) into `directory`."""
+        import mlflow.artifacts
+
+        return Path(self._call(lambda: mlflow.artifacts.download_artifacts(
+            artifact_uri=artifact_uri, dst_path=str(directory), tracking_uri=self.run.tracking.uri)))
 
     def append_promotion_log(self, name: str, record: Mapping[str, Any]) -> None:
         """Append one JSON line to `promotions.jsonl` of the experiment's promotion-log run (created once)."""

@@ -21,7 +21,10 @@ INPUT_NAME = "pixels"
 class DemoArtifacts:
     good: Path
     defective: Path
-    examples: Path
+    examples: Path  # example inputs for export (named as the model's input)
+    reference: Path  # training features, the drift reference
+    current: Path  # held-out features, the drift "current" in the release gate
+    serving_bug: Path  # held-out features as a buggy serving path sends them: unscaled pixels (0..16)
     accuracy: float
 
 
@@ -81,6 +84,11 @@ def train_and_save(workdir: Path, *, seed: int = 0, epochs: int = 15, examples: 
         paths[name] = workdir / f"{name}.pt2"
         torch.export.save(program, str(paths[name]))
     model.eval()
-    examples_path = workdir / "examples.npz"
-    np.savez(examples_path, **{INPUT_NAME: x[test[:examples]], "labels": y[test[:examples]]})
-    return DemoArtifacts(paths["good"], paths["defective"], examples_path, accuracy)
+    files = {name: workdir / f"{name}.npz" for name in ("examples", "reference", "current", "serving_bug")}
+    np.savez(files["examples"], **{INPUT_NAME: x[test[:examples]], "labels": y[test[:examples]]})
+    np.savez(files["reference"], **{INPUT_NAME: x[train]})
+    np.savez(files["current"], **{INPUT_NAME: x[test]})
+    np.savez(files["serving_bug"], **{INPUT_NAME: x[test] * 16.0})  # the serving path forgot to divide by 16
+    return DemoArtifacts(good=paths["good"], defective=paths["defective"], examples=files["examples"],
+                         reference=files["reference"], current=files["current"], serving_bug=files["serving_bug"],
+                         accuracy=accuracy)

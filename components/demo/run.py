@@ -1,5 +1,6 @@
-"""`skewgate demo`: train the digits CNN, then gate a good and a defective candidate through the release-gate
-pipeline on kfp.local against an embedded MLflow store, and show what happened."""
+"""`skewgate demo`: train the digits CNN, gate a good and a defective candidate through the release-gate
+pipeline on kfp.local against an embedded MLflow store, then run the nightly drift check twice — on healthy
+serving data and on data from a serving path that forgot to scale the pixels — and show what happened."""
 
 from __future__ import annotations
 
@@ -33,34 +34,44 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 
     from skewgate.common import mlflow_log
     from skewgate.demo.digits import train_and_save
-    from skewgate.pipelines.local import run_release_gate_locally
+    from skewgate.pipelines.local import run_locally
+    from skewgate.pipelines.nightly_drift import nightly_drift_local
+    from skewgate.pipelines.release_gate import release_gate
 
     log.info("training the digits CNN (seed %d)", args.seed)
-    artifacts = train_and_save(workdir / "candidates", seed=args.seed)
-    log.info("test accuracy in PyTorch: %.1f%%", 100 * artifacts.accuracy)
+    data = train_and_save(workdir / "candidates", seed=args.seed)
+    log.info("test accuracy in PyTorch: %.1f%%", 100 * data.accuracy)
     tracking = mlflow_log.connect(tracking_uri, experiment=MODEL_NAME)
-    outcomes = {}
-    for label, candidate in (("good", artifacts.good), ("defective", artifacts.defective)):
-        log.info("running the release gate for the %s candidate (%s)", label, candidate.name)
-        run = run_release_gate_locally(candidate_model=candidate, eval_data=artifacts.examples,
-                                       model_name=MODEL_NAME, tracking_uri=tracking_uri,
-                                       pipeline_root=workdir / "kfp", log_file=workdir / "kfp.log")
+    kfp_options = {"pipeline_root": workdir / "kfp", "log_file": workdir / "kfp.log"}
+    statuses = {}
+    runs = [(f"release gate, {label} candidate ({candidate.name})", release_gate,
+             {"candidate_model": str(candidate), "eval_data": str(data.examples), "reference_data": str(data.reference),
+              "current_data": str(data.current), "model_name": MODEL_NAME, "mlflow_tracking_uri": tracking_uri})
+            for label, candidate in (("good", data.good), ("defective", data.defective))]
+    runs += [(f"nightly drift, {label} serving data", nightly_drift_local,
+              {"serving_snapshot": str(snapshot), "model_name": MODEL_NAME, "mlflow_tracking_uri": tracking_uri})
+             for label, snapshot in (("healthy", data.current), ("unscaled-pixels", data.serving_bug))]
+    for title, pipeline, arguments in runs:
+        log.info("running the %s", title)
+        run = run_locally(pipeline, arguments, **kfp_options)
         _parent, verdicts = tracking.pipeline_verdicts(since_ms=run.started_ms)
-        outcomes[label] = verdicts
-        print(f"\n== {label} candidate: {candidate.name} ==")
+        statuses[title] = {step: v.status for step, v in verdicts.items()}
+        print(f"\n== {title}: run {'succeeded' if run.succeeded else 'FAILED (blocked)'} ==")
         print(_table(verdicts))
 
     champion = mlflow_log.alias_version(tracking, MODEL_NAME, "champion")
     print(f"\n'champion' alias of {MODEL_NAME}: version {champion or '(none)'}")
-    print(f"Task logs of both pipeline runs: {workdir / 'kfp.log'}")
+    print(f"Task logs of the pipeline runs: {workdir / 'kfp.log'}")
     mlflow_bin = Path(sys.executable).with_name("mlflow")
-    print(f"Open the results: {mlflow_bin} ui --backend-store-uri {tracking_uri} --port 5000  (then http://127.0.0.1:5000)")
-    good = outcomes["good"].get("promote")
-    bad = outcomes["defective"].get("promote")
-    ok = (good is not None and good.status == "pass" and bad is not None and bad.status == "fail")
-    if not ok:
-        print("demo: expected the good candidate promoted and the defective one refused", file=sys.stderr)
-    return 0 if ok else 1
+    print(f"Open the results: {mlflow_bin} ui --backend-store-uri {tracking_uri} --port 5000  "
+          "(then http://127.0.0.1:5000)")
+    expected = [{"export": "pass", "drift": "pass", "promote": "pass"},
+                {"export": "fail", "drift": "pass", "promote": "fail"},
+                {"nightly-drift": "pass"}, {"nightly-drift": "fail"}]
+    if list(statuses.values()) != expected:
+        print(f"demo: expected {expected}, got {list(statuses.values())}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _short(text: str, limit: int = 70) -> str:
@@ -73,7 +84,7 @@ def _table(verdicts: dict[str, Verdict]) -> str:
     rows = [("step", "status", "why")]  # one line per step; the full verdicts are in MLflow
     for step, verdict in verdicts.items():
         why = verdict.message
-        if verdict.status == "fail" and step != "promote":
+        if verdict.status in {"fail", "warn"} and step != "promote":
             why = "; ".join(f"{c.name}: {_short(c.detail)}" for c in verdict.failed_checks)
         rows.append((step, verdict.status.upper(), why))
     width = [max(len(r[i]) for r in rows) for i in range(2)]

@@ -9,13 +9,14 @@ from skewgate.images import IMAGE
 def promote_op(
     onnx_model: dsl.Input[dsl.Model],
     export_verdict: dsl.Input[dsl.Artifact],
+    drift_verdict: dsl.Input[dsl.Artifact],
     model_name: str,
     tracking_uri: str,
     verdict: dsl.Output[dsl.Artifact],
     metrics: dsl.Output[dsl.Metrics],
     report: dsl.Output[dsl.Markdown],
     alias: str = "champion",
-    required_steps: str = "export",
+    required_steps: str = "export,drift",
     allow_warn: bool = False,
     pipeline_run_id: str = "",
 ) -> str:
@@ -29,7 +30,8 @@ def promote_op(
     from skewgate.promote.core import promote
 
     with tempfile.TemporaryDirectory() as verdicts_dir:
-        shutil.copy(export_verdict.path, f"{verdicts_dir}/export.json")
+        for step, artifact in (("export", export_verdict), ("drift", drift_verdict)):
+            shutil.copy(artifact.path, f"{verdicts_dir}/{step}.json")
         result = evaluate_and_record(
             "promote",
             lambda run: promote(model_name=model_name, onnx=onnx_model.path, verdicts_dir=verdicts_dir,

@@ -124,6 +124,9 @@ def promote(
     for step, (verdict, verdict_sha) in loaded.items():
         tags[f"skewgate.{step}.status"] = verdict.status
         tags[f"skewgate.verdict_sha256.{step}"] = verdict_sha
+        # a step may ask for evidence beside its verdict on the version (drift: where its profile lives)
+        extra = verdict.details.get("registry_tags", {})
+        tags.update({str(k): str(v) for k, v in extra.items() if str(k).startswith(f"skewgate.{step}.")})
     registry.set_tags(model_name, version, tags)
     readback = registry.get_tags(model_name, version)
     differing = sorted(k for k, v in tags.items() if readback.get(k) != v)

@@ -1,0 +1,133 @@
+"""Two-sample Kolmogorov–Smirnov per feature against a reference ECDF, with exact p-values for small samples
+and the asymptotic Kolmogorov distribution for large ones; chi-square for categorical columns; multiple-testing
+correction.
+
+The reference side is a `ReferenceECDF`: either every sorted value (exact) or a quantile sketch of `q + 1`
+order statistics, for which the reference CDF — and therefore the KS statistic — is off by at most
+`1/q + 1/n` (the ranks between two stored order statistics are unknown, at most `n/q` of them).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Correction = Literal["bh", "bonferroni"]
+EXACT_MAX_PRODUCT = 10_000  # n·m up to which the exact lattice-path p-value is used (O(n·m) time)
+
+
+@dataclass(frozen=True)
+class ReferenceECDF:
+    """Sorted reference values at known ranks: `values[k]` is the `ranks[k]`-th smallest of `n` (0-based)."""
+
+    values: np.ndarray
+    ranks: np.ndarray
+    n: int
+
+    @classmethod
+    def exact(cls, column: npt.ArrayLike) -> ReferenceECDF:
+        values = np.sort(np.asarray(column, dtype=np.float64))
+        return cls(values=values, ranks=np.arange(values.size), n=int(values.size))
+
+    @classmethod
+    def sketch(cls, column: npt.ArrayLike, *, q: int) -> ReferenceECDF:
+        """Keep `q + 1` evenly spaced order statistics (the minimum and maximum among them)."""
+        values = np.sort(np.asarray(column, dtype=np.float64))
+        n = int(values.size)
+        if n <= q + 1:
+            return cls(values=values, ranks=np.arange(n), n=n)
+        ranks = np.unique(np.round(np.linspace(0, n - 1, q + 1)).astype(np.int64))
+        return cls(values=values[ranks], ranks=ranks, n=n)
+
+    @property
+    def is_exact(self) -> bool:
+        return self.values.size == self.n
+
+    @property
+    def error_bound(self) -> float:
+        """Largest possible error of the reference CDF, hence of the KS statistic."""
+        if self.is_exact:
+            return 0.0
+        return float(np.max(np.diff(self.ranks))) / self.n + 1.0 / self.n
+
+    def cdf(self, points: np.ndarray) -> np.ndarray:
+        """F(x) = share of reference values ≤ x; between stored order statistics, the lower bound."""
+        index = np.searchsorted(self.values, points, side="right")
+        below = np.where(index > 0, self.ranks[np.maximum(index - 1, 0)] + 1, 0)
+        if self.is_exact:
+            return below / self.n
+        # with ties, every stored value equal to x counts: searchsorted(side="right") already skipped them
+        return np.asarray(below, dtype=np.float64) / self.n
+
+
+def ks_statistic(reference: ReferenceECDF, current: npt.ArrayLike) -> float:
+    """sup |F_ref − F_cur|, evaluated at every point where either step function jumps (right limits)."""
+    cur = np.sort(np.asarray(current, dtype=np.float64))
+    if cur.size == 0 or reference.n == 0:
+        return float("nan")
+    points = np.concatenate([cur, reference.values])
+    f_cur = np.searchsorted(cur, points, side="right") / cur.size
+    return float(np.max(np.abs(reference.cdf(points) - f_cur)))
+
+
+def ks_pvalue(d: float, n: int, m: int) -> float:
+    """P(D ≥ d) under H0: exact (lattice paths) when n·m ≤ EXACT_MAX_PRODUCT, else asymptotic."""
+    if not math.isfinite(d) or n == 0 or m == 0:
+        return float("nan")
+    if n * m <= EXACT_MAX_PRODUCT:
+        return _exact_pvalue(d, n, m)
+    from scipy.stats import kstwobign
+
+    return float(min(1.0, kstwobign.sf(d * math.sqrt(n * m / (n + m)))))
+
+
+def _exact_pvalue(d: float, n: int, m: int) -> float:
+    """1 − (paths from (0,0) to (n,m) that keep |i/n − j/m| < d) / C(n+m, n), in probability form."""
+    # Each path is a random interleaving; step probabilities keep the numbers in [0, 1] (no overflow).
+    tol = 1e-12  # d arrives from floating-point CDF differences: be lenient on the boundary
+    inside = np.zeros(m + 1)
+    for i in range(n + 1):
+        row = np.zeros(m + 1)
+        for j in range(m + 1):
+            if abs(i / n - j / m) >= d - tol:
+                continue
+            if i == 0 and j == 0:
+                row[j] = 1.0
+                continue
+            from_up = inside[j] * ((n - i + 1) / (n + m - i - j + 1)) if i > 0 else 0.0
+            from_left = row[j - 1] * ((m - j + 1) / (n + m - i - j + 1)) if j > 0 else 0.0
+            row[j] = from_up + from_left
+        inside = row
+    return float(min(1.0, max(0.0, 1.0 - inside[m])))
+
+
+def chi_square(ref_counts: np.ndarray, cur_counts: np.ndarray) -> tuple[float, float, float]:
+    """Chi-square test of homogeneity on category counts: (statistic, p-value, Cramér's V)."""
+    from scipy.stats import chi2_contingency
+
+    table = np.vstack([ref_counts, cur_counts]).astype(np.float64)
+    table = table[:, table.sum(axis=0) > 0]
+    if table.shape[1] < 2:
+        return 0.0, 1.0, 0.0
+    statistic, pvalue, _dof, _expected = chi2_contingency(table, correction=False)
+    cramers_v = math.sqrt(statistic / (table.sum() * (min(table.shape) - 1)))
+    return float(statistic), float(pvalue), float(cramers_v)
+
+
+def adjust(pvalues: npt.ArrayLike, method: Correction = "bh") -> np.ndarray:
+    """Benjamini–Hochberg (false discovery rate) or Bonferroni (family-wise error) adjusted p-values."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    if p.size == 0:
+        return p
+    if method == "bonferroni":
+        return np.minimum(1.0, p * p.size)
+    order = np.argsort(p)
+    scaled = p[order] * p.size / np.arange(1, p.size + 1)
+    monotone = np.minimum.accumulate(scaled[::-1])[::-1]
+    adjusted = np.empty_like(p)
+    adjusted[order] = np.minimum(1.0, monotone)
+    return adjusted

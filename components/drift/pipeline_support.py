@@ -1,0 +1,82 @@
+"""What the drift components do around the core: write the pictures and the profile, log them to the step's
+MLflow run, and (nightly) fetch the champion's profile from the registry and tag the champion with the result.
+
+Kept out of `component.py` so that the component bodies stay short and this stays testable without KFP.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from skewgate.common.errors import InputError
+from skewgate.common.io import sha256_file
+from skewgate.common.mlflow_log import MlflowRegistry, StepRun
+from skewgate.common.verdict import Verdict
+from skewgate.drift.core import DriftOptions, DriftResult, drift_gate
+from skewgate.drift.profile import save_profile
+from skewgate.drift.report import heatmap_png, report_html
+
+PROFILE_URI_TAG = "skewgate.drift.profile_uri"
+PROFILE_SHA_TAG = "skewgate.drift.profile_sha256"
+
+
+def _pictures(result: DriftResult, run: StepRun | None, *, heatmap: str, html: str) -> None:
+    heatmap_png(result, heatmap)
+    Path(html).write_text(report_html(result), encoding="utf-8")
+    if run is not None:
+        run.log_table("features.json", result.features)
+        with tempfile.TemporaryDirectory() as tmp:  # KFP output paths have no suffix: name the copies
+            for source, name in ((heatmap, "coverage_heatmap.png"), (html, "drift_report.html")):
+                target = Path(tmp) / name
+                target.write_bytes(Path(source).read_bytes())
+                run.log_artifact(target)
+
+
+def run_drift(run: StepRun | None, *, reference: str, current: str, model: str, options: DriftOptions,
+              heatmap: str, html: str, profile_out: str) -> Verdict:
+    """Release-gate drift; the reference profile goes to `profile_out` and, with tracking, to the step run,
+    whose URI the verdict asks promote to tag on the model version (`registry_tags`)."""
+    result = drift_gate(reference=reference, current=current, options=options, model=Path(model))
+    _pictures(result, run, heatmap=heatmap, html=html)
+    save_profile(result.profile.sketched(options.sketch), profile_out)
+    if run is None:
+        return result.verdict
+    with tempfile.TemporaryDirectory() as tmp:
+        named = Path(tmp) / "reference.profile"
+        named.write_bytes(Path(profile_out).read_bytes())
+        uri = run.log_artifact(named, "profile") + "/reference.profile"
+    tags = {PROFILE_URI_TAG: uri, PROFILE_SHA_TAG: sha256_file(profile_out)}
+    return dataclasses.replace(result.verdict, details={**result.verdict.details, "registry_tags": tags})
+
+
+def run_nightly(run: StepRun | None, *, model_name: str, alias: str, current: str, run_date: str, heatmap: str,
+                html: str) -> Verdict:
+    """Drift of `current` against the `alias` version's profile; tags that version with the status and date."""
+    if run is None:
+        raise InputError("tracking_uri", expected="an MLflow tracking URI (the profile lives in the registry)",
+                         found="none")
+    registry = MlflowRegistry(run)
+    version = registry.get_alias(model_name, alias)
+    if version is None:
+        raise InputError(model_name, field=f"@{alias}", expected="a model version with this alias", found="none")
+    tags = registry.get_tags(model_name, version)
+    if PROFILE_URI_TAG not in tags:
+        raise InputError(f"{model_name} v{version}", field=PROFILE_URI_TAG,
+                         expected="a drift profile recorded at promotion", found="no such tag")
+    # KFP resolves the schedule-time placeholder only for scheduled runs; otherwise the literal arrives.
+    date = run_date if run_date and not run_date.startswith("{{") else datetime.now(UTC).isoformat(timespec="seconds")
+    with tempfile.TemporaryDirectory() as tmp:
+        profile = registry.download(tags[PROFILE_URI_TAG], Path(tmp))
+        if sha256_file(profile) != tags.get(PROFILE_SHA_TAG):
+            raise InputError(profile, field=PROFILE_SHA_TAG, expected=tags.get(PROFILE_SHA_TAG, "(none)"),
+                             found=sha256_file(profile))
+        result = drift_gate(reference=profile, current=current)
+    _pictures(result, run, heatmap=heatmap, html=html)
+    registry.set_tags(model_name, version, {"skewgate.drift.nightly.status": result.verdict.status,
+                                            "skewgate.drift.nightly.date": date,
+                                            "skewgate.drift.nightly.run_id": run.run_id})
+    details = {**result.verdict.details, "model_version": version, "run_date": date}
+    return dataclasses.replace(result.verdict, details=details)

@@ -1,0 +1,46 @@
+"""The nightly drift pipeline: a serving-log snapshot against the champion's reference profile.
+
+Schedule it with a cron (`skewgate pipeline submit` + a recurring run, or the Helm chart). Each run is keyed by
+its schedule time (KFP's schedule-time placeholder) and never cached; a drift `fail` fails the run so alerting
+sees it. kfp.local cannot resolve that placeholder, so local runs use `nightly_drift_local`, which dates
+itself with the current time.
+"""
+
+from typing import Any
+
+from kfp import dsl
+
+from skewgate.drift.component import drift_blocked, nightly_drift_op
+
+
+def build_nightly_drift(*, run_date: str) -> Any:
+    @dsl.pipeline(
+        name="skewgate-nightly-drift",
+        description="Drift of the latest serving-log snapshot against the champion model's reference profile.",
+    )
+    def nightly_drift(serving_snapshot: str, model_name: str, mlflow_tracking_uri: str,
+                      alias: str = "champion") -> str:
+        """`serving_snapshot`: URI of a Parquet/CSV/.npz snapshot with the training features' columns."""
+        snapshot = dsl.importer(artifact_uri=serving_snapshot, artifact_class=dsl.Dataset, reimport=True)
+        snapshot.set_display_name("serving-snapshot")
+        check = nightly_drift_op(
+            serving_snapshot=snapshot.output,
+            model_name=model_name,
+            tracking_uri=mlflow_tracking_uri,
+            alias=alias,
+            run_date=run_date,
+            pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        )
+        check.set_display_name("nightly-drift")
+        check.set_caching_options(False)
+        with dsl.If(check.outputs["Output"] == "fail", name="drift-detected"):
+            blocked = drift_blocked(verdict=check.outputs["verdict"])
+            blocked.set_display_name("drift-blocked")
+            blocked.set_caching_options(False)
+        return check.outputs["Output"]
+
+    return nightly_drift
+
+
+nightly_drift = build_nightly_drift(run_date=dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER)
+nightly_drift_local = build_nightly_drift(run_date="")
