@@ -10,6 +10,7 @@ family-wise rate, so P(KS flags) â‰¤ 0.05, less with the effect floor); MMD at Î
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -181,9 +182,7 @@ def _feature_tests(profile: ReferenceProfile, cur: Features) -> list[dict[str, A
         rows.append({"feature": name, "kind": "numeric", "test": "ks", "statistic": _num(d), "pvalue": p,
                      "effect": _num(d) or 0.0})
     for name, counts in profile.categories.items():
-        labels = [str(v) for v in cur.categorical[name] if v is not None]
-        values, cur_counts = np.unique(np.array(labels), return_counts=True) if labels else ([], [])
-        current = dict(zip(map(str, values), map(int, cur_counts), strict=True))
+        current = Counter(str(v) for v in cur.categorical[name] if v is not None)
         keys = sorted(set(counts) | set(current))
         stat, p, v = ks.chi_square(np.array([counts.get(k, 0) for k in keys]),
                                    np.array([current.get(k, 0) for k in keys]))

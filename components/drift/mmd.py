@@ -33,7 +33,7 @@ class RandomFeatures:
         rng = np.random.default_rng(seed)
         per = max(1, features // len(bandwidths))
         blocks = [rng.normal(scale=1.0 / bw, size=(dim, per)) for bw in bandwidths]
-        weights = np.concatenate(blocks, axis=1).astype(np.float32)
+        weights = np.asarray(np.concatenate(blocks, axis=1), dtype=np.float32)
         offsets = rng.uniform(0, 2 * np.pi, size=weights.shape[1]).astype(np.float32)
         return cls(weights=weights, offsets=offsets, bandwidths=tuple(bandwidths))
 

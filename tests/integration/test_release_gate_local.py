@@ -1,81 +1,115 @@
-"""The release gate run by kfp.local against a real `mlflow server` on 127.0.0.1, for the demo's good and
-defective candidates: what it leaves in MLflow is what users read."""
+"""The release gate and the nightly drift check run by kfp.local against a real `mlflow server` on 127.0.0.1,
+for the demo's candidates and serving data: what they leave in MLflow is what users read."""
+
+import json
 
 import pytest
 from mlflow import MlflowClient
 
 from skewgate.common import mlflow_log
 from skewgate.demo.digits import train_and_save
-from skewgate.pipelines.local import run_release_gate_locally
+from skewgate.pipelines.local import run_locally
+from skewgate.pipelines.nightly_drift import nightly_drift_local
+from skewgate.pipelines.release_gate import release_gate
 
 pytestmark = pytest.mark.integration
 NAME = "digits-it"
 
 
 @pytest.fixture(scope="module")
-def candidates(tmp_path_factory):
+def data(tmp_path_factory):
     return train_and_save(tmp_path_factory.mktemp("candidates"), epochs=5)
 
 
 @pytest.fixture(scope="module")
-def runs(candidates, mlflow_url, tmp_path_factory):
+def runs(data, mlflow_url, tmp_path_factory):
+    """good and defective release gates, then nightly drift on healthy and on unscaled serving data."""
     root = tmp_path_factory.mktemp("kfp")
     tracking = mlflow_log.connect(mlflow_url, experiment=NAME)
+    plan = {
+        label: (release_gate, {"candidate_model": str(getattr(data, label)), "eval_data": str(data.examples),
+                               "reference_data": str(data.reference), "current_data": str(data.current),
+                               "model_name": NAME, "mlflow_tracking_uri": mlflow_url})
+        for label in ("good", "defective")
+    }
+    plan |= {
+        f"nightly-{label}": (nightly_drift_local, {"serving_snapshot": str(snapshot), "model_name": NAME,
+                                                   "mlflow_tracking_uri": mlflow_url})
+        for label, snapshot in (("healthy", data.current), ("bug", data.serving_bug))
+    }
     outcome = {}
-    for label in ("good", "defective"):
-        run = run_release_gate_locally(candidate_model=getattr(candidates, label), eval_data=candidates.examples,
-                                       model_name=NAME, tracking_uri=mlflow_url, pipeline_root=root,
-                                       log_file=root / "kfp.log")
+    for label, (pipeline, arguments) in plan.items():
+        run = run_locally(pipeline, arguments, pipeline_root=root, log_file=root / "kfp.log")
         parent, verdicts = tracking.pipeline_verdicts(since_ms=run.started_ms)
         outcome[label] = (run, parent, verdicts)
     return outcome
 
 
+def _statuses(verdicts):
+    return {step: v.status for step, v in verdicts.items()}
+
+
 def test_good_candidate_is_promoted_and_the_run_succeeds(runs, mlflow_url):
     run, _parent, verdicts = runs["good"]
-    assert run.succeeded
-    assert {step: v.status for step, v in verdicts.items()} == {"export": "pass", "promote": "pass"}
+    assert run.succeeded and run.output == "pass"
+    assert _statuses(verdicts) == {"export": "pass", "drift": "pass", "promote": "pass"}
     client = MlflowClient(mlflow_url)
     version = client.get_model_version_by_alias(NAME, "champion")
     assert version.version == verdicts["promote"].details["version"]
     assert version.tags["skewgate.export.status"] == "pass"
+    assert version.tags["skewgate.drift.status"] == "pass"
     assert version.tags["skewgate.onnx_sha256"] == verdicts["export"].subject.sha256
-    assert "skewgate.verdict_sha256.export" in version.tags
+    assert verdicts["drift"].subject.sha256 == verdicts["export"].subject.sha256
+    assert {"skewgate.verdict_sha256.export", "skewgate.verdict_sha256.drift",
+            "skewgate.drift.profile_uri"} <= set(version.tags)
 
 
 def test_defective_candidate_is_blocked_and_the_run_fails(runs, mlflow_url):
     run, _parent, verdicts = runs["defective"]
     assert not run.succeeded
-    assert verdicts["export"].status == "fail"
-    assert verdicts["promote"].status == "fail"
+    assert _statuses(verdicts) == {"export": "fail", "drift": "pass", "promote": "fail"}
     assert "lint.batchnorm_eval_mode" in verdicts["promote"].message
     client = MlflowClient(mlflow_url)
     refused = verdicts["promote"].details["version"]
     assert client.get_model_version(NAME, refused).tags["skewgate.promotion.status"] == "refused"
     # the champion is still the good candidate's version
-    assert client.get_model_version_by_alias(NAME, "champion").version == runs["good"][2]["promote"].details[
-        "version"]
+    good_version = runs["good"][2]["promote"].details["version"]
+    assert client.get_model_version_by_alias(NAME, "champion").version == good_version
 
 
 def test_every_step_left_a_nested_run_with_metrics_and_artifacts(runs, mlflow_url):
     client = MlflowClient(mlflow_url)
-    for _run, parent, _verdicts in runs.values():
-        children = client.search_runs([client.get_experiment_by_name(NAME).experiment_id],
-                                      f"tags.`mlflow.parentRunId` = '{parent}'")
+    experiment = client.get_experiment_by_name(NAME).experiment_id
+    for label in ("good", "defective"):
+        parent = runs[label][1]
+        children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{parent}'")
         steps = {c.data.tags["skewgate.step"]: c for c in children}
-        assert set(steps) == {"export", "promote"}
-        export = steps["export"]
-        assert "export.outputs_match.linear" in export.data.metrics
-        assert {a.path for a in client.list_artifacts(export.info.run_id)} >= {
+        assert set(steps) == {"export", "drift", "promote"}
+        assert "export.outputs_match.linear" in steps["export"].data.metrics
+        assert {a.path for a in client.list_artifacts(steps["export"].info.run_id)} >= {
             "export.verdict.json", "checks.json", "tensor_stats.json"}
+        assert "drift.ks_drift" in steps["drift"].data.metrics
+        assert {a.path for a in client.list_artifacts(steps["drift"].info.run_id)} >= {
+            "drift.verdict.json", "features.json", "coverage_heatmap.png", "drift_report.html", "profile"}
         assert "onnx" in {a.path for a in client.list_artifacts(steps["promote"].info.run_id)}
+
+
+def test_nightly_drift_tags_the_champion_and_fails_on_drift(runs, mlflow_url):
+    healthy_run, _, healthy = runs["nightly-healthy"]
+    bug_run, _, bug = runs["nightly-bug"]
+    assert healthy_run.succeeded and _statuses(healthy) == {"nightly-drift": "pass"}
+    assert not bug_run.succeeded and _statuses(bug) == {"nightly-drift": "fail"}
+    assert "ks_drift" in bug["nightly-drift"].message or "joint_drift" in bug["nightly-drift"].message
+    assert bug["nightly-drift"].details["reference_from_profile"] is True
+    champion = MlflowClient(mlflow_url).get_model_version_by_alias(NAME, "champion")
+    assert champion.tags["skewgate.drift.nightly.status"] == "fail"  # the latest nightly run
+    assert champion.tags["skewgate.drift.nightly.date"]
 
 
 def test_promotion_log_holds_both_attempts(runs, mlflow_url, tmp_path):
     client = MlflowClient(mlflow_url)
     experiment = client.get_experiment_by_name(NAME).experiment_id
     log_run = client.search_runs([experiment], "tags.`skewgate.kind` = 'promotion-log'")[0]
-    lines = (tmp_path / "promotions.jsonl")
     client.download_artifacts(log_run.info.run_id, "promotions.jsonl", str(tmp_path))
-    records = [__import__("json").loads(line) for line in lines.read_text().splitlines()]
+    records = [json.loads(line) for line in (tmp_path / "promotions.jsonl").read_text().splitlines()]
     assert [r["promoted"] for r in records] == [True, False]

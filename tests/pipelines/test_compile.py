@@ -19,8 +19,10 @@ def spec(tmp_path_factory):
 def test_pipeline_has_the_expected_tasks(spec):
     assert spec.pipeline_info.name == "skewgate-release-gate"
     tasks = spec.root.dag.tasks
-    assert set(tasks) == {"importer", "importer-2", "export-op", "promote-op", "condition-1"}
-    assert tasks["promote-op"].dependent_tasks == ["export-op"]
+    assert set(tasks) == {"importer", "importer-2", "importer-3", "importer-4", "export-op", "drift-op",
+                          "promote-op", "condition-1"}
+    assert sorted(tasks["promote-op"].dependent_tasks) == ["drift-op", "export-op"]
+    assert tasks["drift-op"].inputs.artifacts["onnx_model"].task_output_artifact.producer_task == "export-op"
 
 
 def test_promote_consumes_the_export_outputs(spec):
@@ -28,6 +30,9 @@ def test_promote_consumes_the_export_outputs(spec):
     assert artifacts["onnx_model"].task_output_artifact.producer_task == "export-op"
     assert artifacts["onnx_model"].task_output_artifact.output_artifact_key == "onnx_model"
     assert artifacts["export_verdict"].task_output_artifact.output_artifact_key == "verdict"
+    assert artifacts["drift_verdict"].task_output_artifact.producer_task == "drift-op"
+    required = spec.root.dag.tasks["promote-op"].inputs.parameters["required_steps"]
+    assert required.runtime_value.constant.string_value == "export,drift"
 
 
 def test_promote_is_uncached_and_not_retried(spec):
@@ -46,7 +51,8 @@ def test_refusal_branch_runs_gate_blocked(spec):
 
 def test_inputs_and_image(spec):
     params = spec.root.input_definitions.parameters
-    assert {"candidate_model", "eval_data", "model_name", "mlflow_tracking_uri", "alias"} <= set(params)
+    assert {"candidate_model", "eval_data", "reference_data", "current_data", "model_name", "mlflow_tracking_uri",
+            "alias"} <= set(params)
     assert params["alias"].default_value.string_value == "champion"
     images = {e.container.image for e in _executors(spec)}
     assert images == {"skewgate:0.1.0"}
@@ -58,3 +64,20 @@ def _executors(spec):
     config = PipelineDeploymentConfig()
     json_format.ParseDict(json_format.MessageToDict(spec.deployment_spec), config)
     return [e for e in config.executors.values() if e.HasField("container")]
+
+
+@pytest.fixture(scope="module")
+def nightly(tmp_path_factory):
+    out = tmp_path_factory.mktemp("yaml") / "nightly.yaml"
+    assert main(["pipeline", "compile", "--pipeline", "nightly-drift", "--out", str(out)]) == 0
+    return json_format.ParseDict(yaml.safe_load(out.read_text()), pipeline_spec_pb2.PipelineSpec())
+
+
+def test_nightly_is_keyed_by_schedule_time_uncached_and_fails_on_drift(nightly):
+    tasks = nightly.root.dag.tasks
+    check = tasks["nightly-drift-op"]
+    assert check.caching_options.enable_cache is False
+    run_date = check.inputs.parameters["run_date"].runtime_value.constant.string_value
+    assert run_date == "{{$.pipeline_job_schedule_time_utc}}"
+    condition = tasks["condition-1"].trigger_policy.condition
+    assert condition == "inputs.parameter_values['pipelinechannel--nightly-drift-op-Output'] == 'fail'"

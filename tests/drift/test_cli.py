@@ -1,0 +1,55 @@
+import json
+
+import pytest
+from mlflow import MlflowClient
+
+from skewgate.cli import main
+from tests.drift.conftest import make_frame
+
+N = 1500
+
+
+@pytest.mark.parametrize(
+    ("current", "code", "status"),
+    [
+        pytest.param({}, 0, "pass", id="pass-exits-0"),
+        pytest.param({"corr": True}, 0, "warn", id="warn-exits-0"),
+        pytest.param({"shift": 0.6}, 1, "fail", id="fail-exits-1"),
+    ],
+)
+def test_exit_codes_and_outputs(write, tmp_path, current, code, status):
+    ref, cur = write("ref", make_frame(N, seed=1)), write("cur", make_frame(N, seed=2, **current))
+    args = ["drift", "--reference", str(ref), "--current", str(cur), "--report", str(tmp_path / "d.json"),
+            "--heatmap", str(tmp_path / "h.png"), "--html", str(tmp_path / "r.html")]
+    assert main(args) == code
+    assert json.loads((tmp_path / "d.json").read_text())["status"] == status
+    assert (tmp_path / "h.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"drift: {status.upper()}" in (tmp_path / "r.html").read_text()
+
+
+def test_bad_input_exits_2(write, tmp_path, capsys):
+    ref = write("ref", make_frame(N, seed=1))
+    cur = write("cur", make_frame(N, seed=2).drop(columns=["f0"]))
+    assert main(["drift", "--reference", str(ref), "--current", str(cur)]) == 2
+    assert "missing ['f0']" in capsys.readouterr().err
+
+
+def test_profile_command_then_drift_against_the_profile(write, tmp_path):
+    ref, cur = write("ref", make_frame(N, seed=1)), write("cur", make_frame(N, seed=2))
+    assert main(["drift", "profile", "--reference", str(ref), "--out", str(tmp_path / "ref.profile")]) == 0
+    assert main(["drift", "--reference", str(tmp_path / "ref.profile"), "--current", str(cur), "--report",
+                 str(tmp_path / "d.json")]) == 0
+    assert json.loads((tmp_path / "d.json").read_text())["details"]["reference_from_profile"] is True
+    assert main(["drift", "profile", "--reference", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "x")]) == 2
+
+
+def test_logs_metrics_feature_table_and_heatmap_to_mlflow(write, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    ref, cur = write("ref", make_frame(N, seed=1)), write("cur", make_frame(N, seed=2, shift=0.6))
+    assert main(["drift", "--reference", str(ref), "--current", str(cur), "--heatmap", str(tmp_path / "h.png"),
+                 "--tracking-uri", uri, "--experiment", "drift"]) == 1
+    client = MlflowClient(uri)
+    run = client.search_runs([client.get_experiment_by_name("drift").experiment_id],
+                             "tags.`skewgate.step` = 'drift'")[0]
+    assert run.data.metrics["drift.ks_drift"] == 1.0
+    assert {"drift.verdict.json", "features.json", "h.png"} <= {a.path for a in client.list_artifacts(run.info.run_id)}

@@ -1,0 +1,143 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from skewgate.common.errors import InputError
+from skewgate.drift.core import DriftOptions, drift_gate, make_profile
+from skewgate.drift.profile import load_profile, save_profile
+from tests.drift.conftest import make_frame
+
+N = 2000
+
+
+@pytest.mark.parametrize(
+    ("current", "status", "flagged"),
+    [
+        pytest.param({}, "pass", set(), id="no-drift"),
+        pytest.param({"cat_probs": (0.2, 0.3, 0.5)}, "warn", {"ks_drift"}, id="ks-only-category-shift"),
+        pytest.param({"corr": True}, "warn", {"mmd_drift"}, id="mmd-only-correlation"),
+        pytest.param({"shift": 0.5}, "fail", {"ks_drift", "mmd_drift", "joint_drift"}, id="both-mean-shift"),
+    ],
+)
+def test_decision_matrix(write, current, status, flagged):
+    result = drift_gate(reference=write("ref", make_frame(N, seed=1)),
+                        current=write("cur", make_frame(N, seed=2, **current)))
+    assert result.verdict.status == status
+    assert {c.name for c in result.verdict.failed_checks} == flagged
+
+
+def test_per_feature_table_names_the_drifted_feature_first(write):
+    result = drift_gate(reference=write("ref", make_frame(N, seed=1)),
+                        current=write("cur", make_frame(N, seed=2, shift=0.5)))
+    top = result.features[0]
+    assert top["feature"] == "f2" and top["drifted"]
+    assert {"statistic", "pvalue", "adjusted_pvalue", "effect"} <= set(top)
+    assert not any(row["drifted"] for row in result.features[1:])
+
+
+def test_effect_floor_keeps_a_huge_sample_from_blocking_on_a_trivial_shift(write):
+    big = 60_000
+    ref, cur = make_frame(big, seed=1), make_frame(big, seed=2, shift=0.04)
+    floored = drift_gate(reference=write("ref", ref), current=write("cur", cur))
+    unfloored = drift_gate(reference=write("ref", ref), current=write("cur", cur),
+                           options=DriftOptions(min_effect=0.0))
+    f2 = next(r for r in unfloored.features if r["feature"] == "f2")
+    assert f2["adjusted_pvalue"] < 0.05 and f2["effect"] < 0.05  # significant, but tiny
+    assert f2["drifted"]
+    assert not any(r["drifted"] for r in floored.features)
+
+
+def test_profile_matches_raw_reference_within_the_stated_bound(write, tmp_path):
+    ref = write("ref", make_frame(N, seed=1))
+    cur = write("cur", make_frame(N, seed=2, shift=0.15))
+    raw = drift_gate(reference=ref, current=cur)
+    path = save_profile(make_profile(ref, options=DriftOptions(sketch=256)), tmp_path / "ref.profile")
+    profiled = drift_gate(reference=path, current=cur)
+    bound = load_profile(path).ks_error_bound
+    assert 0 < bound <= 1 / 256 + 2 / N
+    raw_d = {r["feature"]: r["statistic"] for r in raw.features if r["test"] == "ks"}
+    for row in profiled.features:
+        if row["test"] == "ks":
+            assert abs(row["statistic"] - raw_d[row["feature"]]) <= bound + 1e-12
+    assert profiled.verdict.details["mmd"]["value"] == pytest.approx(raw.verdict.details["mmd"]["value"], rel=0.05)
+    assert profiled.verdict.status == raw.verdict.status
+
+
+def test_same_seed_same_verdict_and_the_seed_is_recorded(write):
+    ref, cur = write("ref", make_frame(N, seed=1)), write("cur", make_frame(N, seed=2, corr=True))
+    first = drift_gate(reference=ref, current=cur, options=DriftOptions(seed=7))
+    second = drift_gate(reference=ref, current=cur, options=DriftOptions(seed=7))
+    assert first.verdict.checks == second.verdict.checks
+    assert first.verdict.details["seed"] == 7
+
+
+def test_nan_share_change_is_its_own_check(write):
+    cur = make_frame(N, seed=2)
+    cur.loc[: N // 5, "f4"] = np.nan
+    result = drift_gate(reference=write("ref", make_frame(N, seed=1)), current=write("cur", cur))
+    check = next(c for c in result.verdict.checks if c.name == "nan_share")
+    assert not check.passed and "'f4'" in check.detail
+    assert result.coverage[4, 12] == pytest.approx(0.2, abs=0.01)  # the NaN bin of f4
+
+
+def test_constant_columns_are_reported_not_crashed_on(write):
+    ref, cur = make_frame(N, seed=1), make_frame(N, seed=2)
+    ref["const"], cur["const"] = 3.0, 3.0
+    result = drift_gate(reference=write("ref", ref), current=write("cur", cur))
+    assert result.verdict.status == "pass"
+    assert result.verdict.details["constant_features"] == ["const"]
+
+
+def test_coverage_puts_a_units_bug_above_the_maximum(write):
+    result = drift_gate(reference=write("ref", make_frame(N, seed=1)),
+                        current=write("cur", make_frame(N, seed=2, scale_f3=1000.0)))
+    assert result.coverage[3, 0] + result.coverage[3, 11] > 0.9  # below min or above max
+    assert result.features[0]["feature"] == "f3"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        pytest.param(lambda f: f.drop(columns=["f5"]), r"columns: expected the reference's columns .*missing \['f5'\]",
+                     id="missing-column"),
+        pytest.param(lambda f: f.assign(extra=1.0), r"extra \['extra'\]", id="extra-column"),
+        pytest.param(lambda f: f.astype({"f1": "float32"}), "f1: expected dtype float64 .*, found dtype float32",
+                     id="dtype-change"),
+        pytest.param(lambda f: f.iloc[:0], "at least one row", id="empty"),
+    ],
+)
+def test_schema_problems_are_input_errors(write, mutate, message):
+    with pytest.raises(InputError, match=message):
+        drift_gate(reference=write("ref", make_frame(N, seed=1)), current=write("cur", mutate(make_frame(N, seed=2))))
+
+
+def test_npz_arrays_become_features(tmp_path):
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "ref.npz", emb=rng.normal(size=(500, 4)).astype(np.float32))
+    shifted = rng.normal(size=(500, 4)) + np.array([2.0, 0.0, 0.0, 0.0])
+    np.savez(tmp_path / "cur.npz", emb=shifted.astype(np.float32))
+    result = drift_gate(reference=tmp_path / "ref.npz", current=tmp_path / "cur.npz")
+    assert result.verdict.status == "fail"
+    assert result.features[0]["feature"] == "emb[0]"
+
+
+def test_embedding_space_mmd_from_an_onnx_output(tmp_path, tiny_onnx):
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "ref.npz", x=rng.normal(size=(400, 4)).astype(np.float32))
+    np.savez(tmp_path / "cur.npz", x=rng.normal(size=(400, 4)).astype(np.float32))
+    result = drift_gate(reference=tmp_path / "ref.npz", current=tmp_path / "cur.npz", embed_onnx=tiny_onnx,
+                        embed_output="y")
+    assert result.verdict.details["mmd"]["space"] == "embedding:y"
+    assert result.verdict.subject.artifact == str(tiny_onnx)
+    with pytest.raises(InputError, match="nope: expected a graph output"):
+        drift_gate(reference=tmp_path / "ref.npz", current=tmp_path / "cur.npz", embed_onnx=tiny_onnx,
+                   embed_output="nope")
+
+
+def test_a_file_that_is_neither_table_nor_profile_is_bad_input(tmp_path, write):
+    (tmp_path / "junk.npz").write_bytes(b"junk")
+    with pytest.raises(InputError, match=r"junk\.npz"):
+        drift_gate(reference=tmp_path / "junk.npz", current=write("cur", make_frame(10, seed=0)))
+    frame = pd.DataFrame({"a": ["x", "y"]})
+    with pytest.raises(InputError, match="at least one numeric feature"):
+        drift_gate(reference=write("ref", frame), current=write("cur", frame))
