@@ -34,7 +34,7 @@ class RandomFeatures:
         per = max(1, features // len(bandwidths))
         blocks = [rng.normal(scale=1.0 / bw, size=(dim, per)) for bw in bandwidths]
         weights = np.asarray(np.concatenate(blocks, axis=1), dtype=np.float32)
-        offsets = rng.uniform(0, 2 * np.pi, size=weights.shape[1]).astype(np.float32)
+        offsets = np.asarray(rng.uniform(0, 2 * np.pi, size=weights.shape[1]), dtype=np.float32)
         return cls(weights=weights, offsets=offsets, bandwidths=tuple(bandwidths))
 
     @property
