@@ -40,6 +40,20 @@ def test_sketch_stays_within_its_stated_error_bound(q, ties):
     assert sketch.error_bound <= 1.0 / q + 2.0 / a.size
 
 
+@pytest.mark.parametrize("x", [0.1, 0.3, 0.5, 1.0, 1.36, 2.0, 4.0])
+def test_kolmogorov_survival_matches_scipy(x):
+    from skewgate.drift.ks import kolmogorov_sf
+
+    assert kolmogorov_sf(x) == pytest.approx(stats.kstwobign.sf(x), rel=1e-9, abs=1e-15)
+
+
+def test_chi_square_matches_scipy():
+    ref, cur = np.array([500, 300, 200, 7]), np.array([230, 170, 90, 12])
+    statistic, pvalue, _ = chi_square(ref, cur)
+    expected = stats.chi2_contingency(np.vstack([ref, cur]), correction=False)
+    assert (statistic, pvalue) == pytest.approx((expected[0], expected[1]))
+
+
 def test_pvalues_are_never_exactly_zero_or_above_one():
     assert 0 <= ks_pvalue(1.0, 5000, 5000) <= 1
     assert ks_pvalue(0.0, 10, 10) == 1.0
