@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 WORK   ?= work
 
-.PHONY: setup demo test test-unit lint compile clean
+.PHONY: setup demo test test-unit lint compile bench clean
 
 # torch is installed first and pinned: `pip install torch==2.13.0` takes the CPU build from this machine's
 # disk, where an unpinned torch would pull a multi-GB CUDA build.
@@ -37,7 +37,11 @@ lint: $(VENV)/.installed-test
 	$(BIN)/mypy
 
 compile: setup
-	$(BIN)/skewgate pipeline compile --out $(WORK)/release_gate.yaml
+	$(BIN)/skewgate pipeline compile --pipeline release-gate --out $(WORK)/release_gate.yaml
+	$(BIN)/skewgate pipeline compile --pipeline nightly-drift --out $(WORK)/nightly_drift.yaml
+
+bench: setup
+	$(BIN)/python benchmarks/drift_bench.py
 
 clean:
 	rm -rf $(VENV) $(WORK) local_outputs

@@ -29,7 +29,14 @@ from skewgate.drift.mmd import (
     mmd_exact,
     mmd_rff,
 )
-from skewgate.drift.profile import ReferenceProfile, build_profile, is_profile, load_profile, standardise
+from skewgate.drift.profile import (
+    ReferenceProfile,
+    build_profile,
+    is_profile,
+    load_profile,
+    standardisation,
+    standardise,
+)
 
 log = logging.getLogger(__name__)
 STEP = "drift"
@@ -87,18 +94,15 @@ def make_profile(reference: str | Path, *, options: DriftOptions = DriftOptions(
     if mmd_input.shape[1] == 0:
         raise InputError(reference, expected="at least one numeric feature (or --embed-onnx)", found="none")
     rng = np.random.default_rng(options.seed)
-    z = standardise(mmd_input, np.nan_to_num(np.nanmean(mmd_input, axis=0)), _safe_std(mmd_input))
+    center, scale = standardisation(mmd_input)
+    z = standardise(mmd_input, center, scale)
     bandwidth = median_bandwidth(z, z, rng=rng)
-    profile = build_profile(data, mmd_input, mmd_space=space,
+    profile = build_profile(data, z, center=center, scale=scale, mmd_space=space,
                             bandwidths=tuple(bandwidth * f for f in BANDWIDTH_FACTORS),
                             features=options.rff_features, seed=options.seed, sketch=None if exact else options.sketch)
-    profile.extra["raw_reference"] = mmd_input if exact else None
+    # exact mode keeps the standardised rows for the permutation test
+    profile.extra["raw_reference"] = z if exact else None
     return profile
-
-
-def _safe_std(x: np.ndarray) -> np.ndarray:
-    std = np.nanstd(x, axis=0)
-    return np.where(np.isfinite(std) & (std > 0), std, 1.0).astype(np.float32)
 
 
 def drift_gate(*, reference: str | Path, current: str | Path, options: DriftOptions = DriftOptions(),
@@ -206,9 +210,8 @@ def _mmd(profile: ReferenceProfile, cur: Features, options: DriftOptions, rng: n
                              found="none")
         cur_input = embed(embed_onnx, embed_output or profile.mmd_space.split(":", 1)[1], cur, source=current)
     z_cur = standardise(cur_input, profile.center, profile.scale)
-    raw = profile.extra.get("raw_reference")
-    if raw is not None:
-        z_ref = standardise(raw, profile.center, profile.scale)
+    z_ref = profile.extra.get("raw_reference")
+    if z_ref is not None:
         if len(z_ref) + len(z_cur) <= options.exact_max_rows:
             value, p = mmd_exact(z_ref, z_cur, profile.features.bandwidths, permutations=options.permutations,
                                  rng=rng)

@@ -58,12 +58,13 @@ def _from_npz(path: Path) -> Features:
             raise InputError(path, field=name, expected="a numeric array", found=f"dtype {array.dtype}")
         flat = array.reshape(array.shape[0], -1) if array.ndim > 1 else array[:, None]
         names += [name] if array.ndim == 1 else [f"{name}[{i}]" for i in range(flat.shape[1])]
-        blocks.append(flat.astype(np.float32))
+        blocks.append(flat.astype(np.float32, copy=False))
     dtypes = {}
     for name, array in arrays.items():
         for column in ([name] if array.ndim == 1 else [n for n in names if n.startswith(f"{name}[")]):
             dtypes[column] = str(array.dtype)
-    return Features(tuple(names), np.concatenate(blocks, axis=1), {}, dtypes, sha256_file(path), str(path))
+    numeric = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=1)  # one array: no copy
+    return Features(tuple(names), numeric, {}, dtypes, sha256_file(path), str(path))
 
 
 def check_schema(reference_dtypes: dict[str, str], current: Features, *, reference_source: str) -> None:

@@ -22,51 +22,57 @@ EXACT_MAX_PRODUCT = 10_000  # n·m up to which the exact lattice-path p-value is
 
 @dataclass(frozen=True)
 class ReferenceECDF:
-    """Sorted reference values at known ranks: `values[k]` is the `ranks[k]`-th smallest of `n` (0-based)."""
+    """Sorted reference values at known ranks: `values[k]` is the `ranks[k]`-th smallest of `n` (0-based).
+    `ranks` is None when every value is kept (value k has rank k): no index array as large as the data."""
 
     values: np.ndarray
-    ranks: np.ndarray
+    ranks: np.ndarray | None
     n: int
 
     @classmethod
     def exact(cls, column: npt.ArrayLike) -> ReferenceECDF:
-        values = np.sort(np.asarray(column, dtype=np.float64))
-        return cls(values=values, ranks=np.arange(values.size), n=int(values.size))
+        values = np.sort(_floating(column))
+        return cls(values=values, ranks=None, n=int(values.size))
 
     @classmethod
     def sketch(cls, column: npt.ArrayLike, *, q: int) -> ReferenceECDF:
         """Keep `q + 1` evenly spaced order statistics (the minimum and maximum among them)."""
-        values = np.sort(np.asarray(column, dtype=np.float64))
+        values = np.sort(_floating(column))
         n = int(values.size)
         if n <= q + 1:
-            return cls(values=values, ranks=np.arange(n), n=n)
+            return cls(values=values, ranks=None, n=n)
         ranks = np.unique(np.round(np.linspace(0, n - 1, q + 1)).astype(np.int64))
         return cls(values=values[ranks], ranks=ranks, n=n)
 
     @property
     def is_exact(self) -> bool:
-        return self.values.size == self.n
+        return self.ranks is None
 
     @property
     def error_bound(self) -> float:
         """Largest possible error of the reference CDF, hence of the KS statistic."""
-        if self.is_exact:
+        if self.ranks is None:
             return 0.0
         return float(np.max(np.diff(self.ranks))) / self.n + 1.0 / self.n
 
     def cdf(self, points: np.ndarray) -> np.ndarray:
         """F(x) = share of reference values ≤ x; between stored order statistics, the lower bound."""
         index = np.searchsorted(self.values, points, side="right")
+        if self.ranks is None:
+            return index / self.n
         below = np.where(index > 0, self.ranks[np.maximum(index - 1, 0)] + 1, 0)
-        if self.is_exact:
-            return below / self.n
-        # with ties, every stored value equal to x counts: searchsorted(side="right") already skipped them
         return np.asarray(below, dtype=np.float64) / self.n
+
+
+def _floating(column: npt.ArrayLike) -> np.ndarray:
+    """float32 stays float32 (half the memory of a copy to float64); anything else becomes float64."""
+    array = np.asarray(column)
+    return array if array.dtype in (np.float32, np.float64) else array.astype(np.float64)
 
 
 def ks_statistic(reference: ReferenceECDF, current: npt.ArrayLike) -> float:
     """sup |F_ref − F_cur|, evaluated at every point where either step function jumps (right limits)."""
-    cur = np.sort(np.asarray(current, dtype=np.float64))
+    cur = np.sort(_floating(current))
     if cur.size == 0 or reference.n == 0:
         return float("nan")
     points = np.concatenate([cur, reference.values])

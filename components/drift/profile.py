@@ -58,14 +58,24 @@ class ReferenceProfile:
 
 
 def standardise(x: np.ndarray, center: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """(x − center)/scale with NaN → 0 (the reference mean): MMD sees no units and no holes."""
-    z = (np.asarray(x, dtype=np.float32) - center) / scale
-    return np.nan_to_num(z, nan=0.0, posinf=0.0, neginf=0.0)
+    """(x − center)/scale with NaN → 0 (the reference mean): MMD sees no units and no holes. One new array."""
+    z = np.asarray(x, dtype=np.float32) - center
+    z /= scale
+    return np.nan_to_num(z, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
 
 
-def build_profile(reference: Features, mmd_input: np.ndarray, *, mmd_space: str, bandwidths: tuple[float, ...],
-                  features: int, seed: int, sketch: int | None) -> ReferenceProfile:
-    """`sketch=None` keeps every sorted value (exact KS, in memory); an int keeps that many quantiles."""
+def standardisation(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column mean and standard deviation, ignoring NaN; constant or empty columns get scale 1."""
+    center = np.nan_to_num(np.nanmean(x, axis=0, dtype=np.float64)).astype(np.float32)
+    scale = np.nanstd(x, axis=0, dtype=np.float64)
+    return center, np.where(np.isfinite(scale) & (scale > 0), scale, 1.0).astype(np.float32)
+
+
+def build_profile(reference: Features, standardised: np.ndarray, *, center: np.ndarray, scale: np.ndarray,
+                  mmd_space: str, bandwidths: tuple[float, ...], features: int, seed: int,
+                  sketch: int | None) -> ReferenceProfile:
+    """`standardised`: the MMD input after `standardise(x, center, scale)`. `sketch=None` keeps every sorted
+    value (exact KS, in memory); an int keeps that many quantiles."""
     ecdfs, edges = [], []
     for j in range(len(reference.numeric_names)):
         column = reference.numeric[:, j]
@@ -78,19 +88,14 @@ def build_profile(reference: Features, mmd_input: np.ndarray, *, mmd_space: str,
         labels, counts = np.unique(np.array([str(v) for v in values if v is not None]), return_counts=True)
         categories[name] = {str(k): int(c) for k, c in zip(labels, counts, strict=True)}
         nan_share[name] = float(np.mean([v is None for v in values]))
-    center = np.nanmean(mmd_input, axis=0).astype(np.float32) if len(mmd_input) else np.zeros(0, np.float32)
-    scale = np.nanstd(mmd_input, axis=0).astype(np.float32)
-    center = np.nan_to_num(center)
-    scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0).astype(np.float32)  # constant columns
-    rff = RandomFeatures.draw(mmd_input.shape[1], bandwidths, features=features, seed=seed)
-    z = standardise(mmd_input, center, scale)
-    mean = rff.mean_embedding(z)
+    rff = RandomFeatures.draw(standardised.shape[1], bandwidths, features=features, seed=seed)
+    mean = rff.mean_embedding(standardised)
     return ReferenceProfile(
         dtypes=dict(reference.dtypes), numeric_names=reference.numeric_names, rows=reference.rows,
         sha256=reference.sha256, seed=seed, ecdfs=ecdfs,
         edges=np.array(edges).reshape(len(ecdfs), 11), nan_share=nan_share, categories=categories,
         mmd_space=mmd_space, center=center, scale=scale, features=rff, mean_embedding=mean,
-        covariance=rff.covariance(z, mean),
+        covariance=rff.covariance(standardised, mean),
     )
 
 
@@ -106,7 +111,7 @@ def save_profile(profile: ReferenceProfile, path: str | Path) -> Path:
         "extra": {k: v for k, v in profile.extra.items() if k != "raw_reference"},
     }
     arrays = {f"ecdf_values_{j}": e.values for j, e in enumerate(profile.ecdfs)}
-    arrays |= {f"ecdf_ranks_{j}": e.ranks for j, e in enumerate(profile.ecdfs)}
+    arrays |= {f"ecdf_ranks_{j}": e.ranks for j, e in enumerate(profile.ecdfs) if e.ranks is not None}
     with path.open("wb") as handle:  # a file handle: np.savez would otherwise append ".npz" to the name
         np.savez_compressed(
             handle, header=np.array(json.dumps(header)), edges=profile.edges, center=profile.center,
@@ -134,7 +139,7 @@ def load_profile(path: str | Path) -> ReferenceProfile:
     if header.get("schema") != PROFILE_SCHEMA or header.get("version") != PROFILE_VERSION:
         raise InputError(path, field="schema/version", expected=f"{PROFILE_SCHEMA} v{PROFILE_VERSION}",
                          found=f"{header.get('schema')} v{header.get('version')}")
-    ecdfs = [ReferenceECDF(values=data[f"ecdf_values_{j}"], ranks=data[f"ecdf_ranks_{j}"], n=n)
+    ecdfs = [ReferenceECDF(values=data[f"ecdf_values_{j}"], ranks=data.get(f"ecdf_ranks_{j}"), n=n)
              for j, n in enumerate(header["ecdf_n"])]
     rff = RandomFeatures(weights=data["rff_weights"], offsets=data["rff_offsets"],
                          bandwidths=tuple(header["bandwidths"]))
