@@ -97,3 +97,9 @@ def compare_close(actual: npt.ArrayLike, expected: npt.ArrayLike, tolerance: Tol
         total=total,
         first_mismatch=first,
     )
+
+
+def batch_sizes(n: int) -> list[int]:
+    """The batch sizes a batch-invariance check uses: 1, an odd size between, and `n` (ascending, distinct)."""
+    odd = max(1, (n // 2) | 1)
+    return sorted({1, min(odd, n), n})

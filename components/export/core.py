@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from skewgate.common.compare import Tolerance, compare_close
+from skewgate.common.compare import Tolerance, batch_sizes, compare_close
 from skewgate.common.errors import ExportError, InputError
 from skewgate.common.io import TensorSpec, load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.tensor_stats import sha256_array, summarize
@@ -234,12 +234,6 @@ def _finite_inputs(feeds: Mapping[str, np.ndarray]) -> Check:
     bad = {n: c for n, c in bad.items() if c}
     return Check("inputs_finite", passed=not bad, value=sum(bad.values()), limit=0,
                  detail=f"NaN/Inf values in example inputs: {bad}" if bad else "all example inputs are finite")
-
-
-def batch_sizes(n: int) -> list[int]:
-    """1, an odd size between them, and `n` (deduplicated, ascending)."""
-    odd = max(1, (n // 2) | 1)
-    return sorted({1, min(odd, n), n})
 
 
 def _batch_invariance(runtime: str, run: Runner, feeds: dict[str, np.ndarray], names: Sequence[str],

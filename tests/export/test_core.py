@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from skewgate.common.compare import Tolerance
+from skewgate.common.compare import Tolerance, batch_sizes
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
-from skewgate.export.core import batch_sizes, export_model
+from skewgate.export.core import export_model
 from tests.export.models import INPUT, examples
 
 

@@ -1,0 +1,147 @@
+"""A real `tritonserver` on this machine: where it is installed, and a context manager that runs it.
+
+The binary comes from the `nvidia-pytriton` wheel (Triton 2.51 with the Python backend only). It is unpacked
+into a Triton home (default `$SKEWGATE_TRITON_HOME`, else `~/.cache/skewgate/triton`) together with a small
+Python environment of its own — numpy<2 (the backend is built against numpy 1.x and returns empty tensors with
+numpy 2) and onnxruntime — because the Python backend takes the first `python3` on the server's PATH.
+`skewgate probe install` (or `make triton`) prepares it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from skewgate.common.errors import BackendError
+
+WHEEL = "nvidia-pytriton==0.7.0"
+BACKEND_PACKAGES = ("numpy>=1.26,<2", "onnxruntime>=1.22,<1.33")
+
+
+def triton_home() -> Path:
+    return Path(os.environ.get("SKEWGATE_TRITON_HOME", Path.home() / ".cache" / "skewgate" / "triton"))
+
+
+@dataclass(frozen=True)
+class Installation:
+    home: Path
+
+    @property
+    def binary(self) -> Path:
+        return self.home / "pytriton" / "tritonserver" / "bin" / "tritonserver"
+
+    @property
+    def backends(self) -> Path:
+        return self.home / "pytriton" / "tritonserver" / "backends"
+
+    @property
+    def python_bin(self) -> Path:
+        return self.home / "backend-env" / "bin"
+
+    def check(self) -> Installation:
+        missing = [p for p in (self.binary, self.backends / "python" / "triton_python_backend_stub",
+                               self.python_bin / "python3") if not p.exists()]
+        if missing:
+            raise BackendError(f"tritonserver is not installed under {self.home} (missing {missing[0]}); "
+                               "run `skewgate probe install` or `make triton`")
+        return self
+
+
+def install(home: Path | None = None) -> Installation:
+    """Unpack the wheel's server, put the Python-backend stub for this Python in place, build the backend env."""
+    target = Installation(home or triton_home())
+    target.home.mkdir(parents=True, exist_ok=True)
+    if not target.binary.exists():
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", tmp, WHEEL],
+                           check=True)
+            (wheel,) = Path(tmp).glob("*.whl")
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(target.home)
+        target.binary.chmod(0o755)
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    stub = target.home / "pytriton" / "tritonserver" / "python_backend_stubs" / version / "triton_python_backend_stub"
+    destination = target.backends / "python" / "triton_python_backend_stub"
+    shutil.copyfile(stub, destination)
+    destination.chmod(0o755)
+    if not (target.python_bin / "python3").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(target.home / "backend-env")], check=True)
+        subprocess.run([str(target.python_bin / "pip"), "install", "--quiet", *BACKEND_PACKAGES], check=True)
+    return target.check()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class RunningServer:
+    http_url: str  # host:port, as tritonclient takes it
+    grpc_url: str
+    log_path: Path
+    repository: Path
+
+    def log_tail(self, chars: int = 3000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
+
+
+@contextlib.contextmanager
+def triton_server(repository: str | Path, *, models: tuple[str, ...] = (), log_path: Path | None = None,
+                  startup_deadline_s: float = 90.0, installation: Installation | None = None) -> Iterator[RunningServer]:
+    """Run tritonserver on free 127.0.0.1 ports with explicit model control, loading `models` at start.
+
+    Yields once the server is live (models that fail to load leave it live but not ready: the probe reports
+    that). The server is always stopped on the way out — SIGTERM, then SIGKILL after 15 s.
+    """
+    found = (installation or Installation(triton_home())).check()
+    repository = Path(repository).resolve()
+    http_port, grpc_port = free_port(), free_port()
+    log_path = log_path or repository.parent / "tritonserver.log"
+    command = [
+        str(found.binary), f"--model-repository={repository}", f"--backend-directory={found.backends}",
+        "--model-control-mode=explicit", *[f"--load-model={m}" for m in models],
+        "--http-address=127.0.0.1", f"--http-port={http_port}",
+        "--grpc-address=127.0.0.1", f"--grpc-port={grpc_port}",
+        "--allow-metrics=false", "--exit-on-error=false", "--strict-readiness=true", "--log-verbose=0",
+    ]
+    env = {**os.environ, "PATH": f"{found.python_bin}{os.pathsep}{os.environ.get('PATH', '')}"}
+    server = RunningServer(f"127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}", log_path, repository)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            deadline = time.monotonic() + startup_deadline_s
+            while not _live(server.http_url):
+                if process.poll() is not None:
+                    raise BackendError(f"tritonserver exited with {process.returncode} at start: {server.log_tail()}")
+                if time.monotonic() > deadline:
+                    raise BackendError(f"tritonserver not live after {startup_deadline_s:.0f}s; log: {log_path}")
+                time.sleep(0.3)
+            yield server
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=15)
+
+
+def _live(http_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{http_url}/v2/health/live", timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
