@@ -3,8 +3,10 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 WORK   ?= work
+# tritonserver (from the nvidia-pytriton wheel) and its backend's own Python environment live here
+export SKEWGATE_TRITON_HOME ?= $(CURDIR)/.triton
 
-.PHONY: setup demo test test-unit lint compile bench clean
+.PHONY: setup triton demo test test-unit lint compile bench clean
 
 # torch is installed first and pinned: `pip install torch==2.13.0` takes the CPU build from this machine's
 # disk, where an unpinned torch would pull a multi-GB CUDA build.
@@ -21,12 +23,18 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-all
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-setup: $(VENV)/.installed-all
+setup: $(VENV)/.installed-all triton
+
+triton: $(SKEWGATE_TRITON_HOME)/.installed
+
+$(SKEWGATE_TRITON_HOME)/.installed: | $(VENV)/.installed-all
+	$(BIN)/skewgate probe install --home $(SKEWGATE_TRITON_HOME)
+	touch $@
 
 demo: setup
 	$(BIN)/skewgate demo --workdir $(WORK)/demo
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test triton
 	$(BIN)/pytest
 
 test-unit: $(VENV)/.installed-test
@@ -44,4 +52,4 @@ bench: setup
 	$(BIN)/python benchmarks/drift_bench.py
 
 clean:
-	rm -rf $(VENV) $(WORK) local_outputs
+	rm -rf $(VENV) $(WORK) local_outputs .triton

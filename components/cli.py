@@ -15,6 +15,7 @@ from skewgate import __version__
 COMMANDS = {
     "export": ("skewgate.export.cli", "PyTorch → ONNX export, checked against PyTorch"),
     "drift": ("skewgate.drift.cli", "KS per feature + MMD drift gate; `drift profile` builds a reference profile"),
+    "probe": ("skewgate.probe.cli", "check a Triton deployment against the model; `probe serve`, `probe install`"),
     "promote": ("skewgate.promote.cli", "fail-closed registry promotion from verdicts"),
     "pipeline": ("skewgate.pipelines.cli", "compile, run locally, submit or schedule the pipelines"),
     "demo": ("skewgate.demo.run", "train the digits CNN and gate a good and a defective candidate"),

@@ -1,4 +1,5 @@
-"""The release-gate pipeline: export → drift → promote (the other gates slot in between as they land).
+"""The release-gate pipeline: export → (drift ∥ triton-probe) → promote (calibrate-int8 and parity-diff slot in
+between as they land).
 
 Promote runs last, uncached and never retried by KFP (a refusal is an answer, not a transient error); when it
 refuses, `gate_blocked` fails the run so the KFP UI and alerting show the block.
@@ -8,9 +9,10 @@ from kfp import dsl
 
 from skewgate.drift.component import drift_op
 from skewgate.export.component import export_op
+from skewgate.probe.component import triton_probe_op
 from skewgate.promote.component import gate_blocked, promote_op
 
-REQUIRED_STEPS = "export,drift"
+REQUIRED_STEPS = "export,drift,probe"
 
 
 @dsl.pipeline(
@@ -27,9 +29,11 @@ def release_gate(
     alias: str = "champion",
     allow_warn: bool = False,
     max_samples: int = 64,
+    triton_url: str = "",
 ) -> str:
     """`candidate_model`: URI of the `.pt2`; `eval_data`: URI of the `.npz` of example inputs; `reference_data`
-    and `current_data`: URIs of the training and validation/recent serving features (Parquet, CSV or `.npz`).
+    and `current_data`: URIs of the training and validation/recent serving features (Parquet, CSV or `.npz`);
+    `triton_url`: host:port of the Triton server to probe (empty: the probe step starts its own).
 
     Returns promote's status (`pass` = promoted); a refused promotion fails the run in `gate-blocked`.
     """
@@ -62,10 +66,21 @@ def release_gate(
     )
     drift.set_display_name("drift-gate")
 
+    probe = triton_probe_op(
+        onnx_model=export.outputs["onnx_model"],
+        probe_inputs=data.output,
+        model_name=model_name,
+        triton_url=triton_url,
+        tracking_uri=mlflow_tracking_uri,
+        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+    )
+    probe.set_display_name("triton-probe")
+
     promote = promote_op(
         onnx_model=export.outputs["onnx_model"],
         export_verdict=export.outputs["verdict"],
         drift_verdict=drift.outputs["verdict"],
+        probe_verdict=probe.outputs["verdict"],
         model_name=model_name,
         tracking_uri=mlflow_tracking_uri,
         alias=alias,

@@ -1,5 +1,5 @@
 """`skewgate demo`: train the digits CNN, gate a good and a defective candidate through the release-gate
-pipeline on kfp.local against an embedded MLflow store, then run the nightly drift check twice — on healthy
+pipeline (export, drift, a real Triton server probed, promote) on kfp.local against an embedded MLflow store, then run the nightly drift check twice — on healthy
 serving data and on data from a serving path that forgot to scale the pixels — and show what happened."""
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     mlflow_bin = Path(sys.executable).with_name("mlflow")
     print(f"Open the results: {mlflow_bin} ui --backend-store-uri {tracking_uri} --port 5000  "
           "(then http://127.0.0.1:5000)")
-    expected = [{"export": "pass", "drift": "pass", "promote": "pass"},
-                {"export": "fail", "drift": "pass", "promote": "fail"},
+    expected = [{"export": "pass", "drift": "pass", "probe": "pass", "promote": "pass"},
+                {"export": "fail", "drift": "pass", "probe": "pass", "promote": "fail"},
                 {"nightly-drift": "pass"}, {"nightly-drift": "fail"}]
     if list(statuses.values()) != expected:
         print(f"demo: expected {expected}, got {list(statuses.values())}", file=sys.stderr)

@@ -52,7 +52,7 @@ def _statuses(verdicts):
 def test_good_candidate_is_promoted_and_the_run_succeeds(runs, mlflow_url):
     run, _parent, verdicts = runs["good"]
     assert run.succeeded and run.output == "pass"
-    assert _statuses(verdicts) == {"export": "pass", "drift": "pass", "promote": "pass"}
+    assert _statuses(verdicts) == {"export": "pass", "drift": "pass", "probe": "pass", "promote": "pass"}
     client = MlflowClient(mlflow_url)
     version = client.get_model_version_by_alias(NAME, "champion")
     assert version.version == verdicts["promote"].details["version"]
@@ -60,6 +60,8 @@ def test_good_candidate_is_promoted_and_the_run_succeeds(runs, mlflow_url):
     assert version.tags["skewgate.drift.status"] == "pass"
     assert version.tags["skewgate.onnx_sha256"] == verdicts["export"].subject.sha256
     assert verdicts["drift"].subject.sha256 == verdicts["export"].subject.sha256
+    assert version.tags["skewgate.probe.status"] == "pass"
+    assert verdicts["probe"].subject.sha256 == verdicts["export"].subject.sha256
     assert {"skewgate.verdict_sha256.export", "skewgate.verdict_sha256.drift",
             "skewgate.drift.profile_uri"} <= set(version.tags)
 
@@ -67,7 +69,7 @@ def test_good_candidate_is_promoted_and_the_run_succeeds(runs, mlflow_url):
 def test_defective_candidate_is_blocked_and_the_run_fails(runs, mlflow_url):
     run, _parent, verdicts = runs["defective"]
     assert not run.succeeded
-    assert _statuses(verdicts) == {"export": "fail", "drift": "pass", "promote": "fail"}
+    assert _statuses(verdicts) == {"export": "fail", "drift": "pass", "probe": "pass", "promote": "fail"}
     assert "lint.batchnorm_eval_mode" in verdicts["promote"].message
     client = MlflowClient(mlflow_url)
     refused = verdicts["promote"].details["version"]
@@ -84,7 +86,7 @@ def test_every_step_left_a_nested_run_with_metrics_and_artifacts(runs, mlflow_ur
         parent = runs[label][1]
         children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{parent}'")
         steps = {c.data.tags["skewgate.step"]: c for c in children}
-        assert set(steps) == {"export", "drift", "promote"}
+        assert set(steps) == {"export", "drift", "probe", "promote"}
         assert "export.outputs_match.linear" in steps["export"].data.metrics
         assert {a.path for a in client.list_artifacts(steps["export"].info.run_id)} >= {
             "export.verdict.json", "checks.json", "tensor_stats.json"}

@@ -20,8 +20,10 @@ def test_pipeline_has_the_expected_tasks(spec):
     assert spec.pipeline_info.name == "skewgate-release-gate"
     tasks = spec.root.dag.tasks
     assert set(tasks) == {"importer", "importer-2", "importer-3", "importer-4", "export-op", "drift-op",
-                          "promote-op", "condition-1"}
-    assert sorted(tasks["promote-op"].dependent_tasks) == ["drift-op", "export-op"]
+                          "triton-probe-op", "promote-op", "condition-1"}
+    assert sorted(tasks["promote-op"].dependent_tasks) == ["drift-op", "export-op", "triton-probe-op"]
+    probe_model = tasks["triton-probe-op"].inputs.artifacts["onnx_model"].task_output_artifact
+    assert probe_model.producer_task == "export-op"
     assert tasks["drift-op"].inputs.artifacts["onnx_model"].task_output_artifact.producer_task == "export-op"
 
 
@@ -32,7 +34,8 @@ def test_promote_consumes_the_export_outputs(spec):
     assert artifacts["export_verdict"].task_output_artifact.output_artifact_key == "verdict"
     assert artifacts["drift_verdict"].task_output_artifact.producer_task == "drift-op"
     required = spec.root.dag.tasks["promote-op"].inputs.parameters["required_steps"]
-    assert required.runtime_value.constant.string_value == "export,drift"
+    assert required.runtime_value.constant.string_value == "export,drift,probe"
+    assert artifacts["probe_verdict"].task_output_artifact.producer_task == "triton-probe-op"
 
 
 def test_promote_is_uncached_and_not_retried(spec):
@@ -52,7 +55,7 @@ def test_refusal_branch_runs_gate_blocked(spec):
 def test_inputs_and_image(spec):
     params = spec.root.input_definitions.parameters
     assert {"candidate_model", "eval_data", "reference_data", "current_data", "model_name", "mlflow_tracking_uri",
-            "alias"} <= set(params)
+            "alias", "triton_url"} <= set(params)
     assert params["alias"].default_value.string_value == "champion"
     images = {e.container.image for e in _executors(spec)}
     assert images == {"skewgate:0.1.0"}

@@ -1,0 +1,109 @@
+"""`skewgate probe --url URL --model NAME --onnx model.onnx --inputs X.npz --report probe.json`, plus
+`skewgate probe serve --onnx model.onnx --name NAME` (a local Triton to try the probe by hand) and
+`skewgate probe install` (unpack tritonserver and its backend environment)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import get_args
+
+from skewgate.common.cli_support import EXIT_ERROR, add_common_args, configure_logging, run_step
+from skewgate.common.errors import InputError, SkewgateError
+from skewgate.common.verdict import Verdict
+from skewgate.probe.client import Protocol
+from skewgate.probe.repository import Platform
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    parser = parser or argparse.ArgumentParser(prog="skewgate probe")
+    parser.description = ("Check a Triton deployment against the gated ONNX model: health, signature, config, "
+                          "served file, outputs, batching, latency. `probe serve` and `probe install` also exist.")
+    parser.add_argument("--url", help="host:port of the server; omit to start a local tritonserver for the probe")
+    parser.add_argument("--protocol", choices=get_args(Protocol), default="http")
+    parser.add_argument("--model", required=True, help="model name on the server")
+    parser.add_argument("--onnx", required=True, type=Path, help="the gated ONNX model")
+    parser.add_argument("--inputs", required=True, type=Path, help=".npz of probe inputs named as the model's")
+    parser.add_argument("--model-version", default="", help="version that must be served (default: the latest)")
+    parser.add_argument("--repository", type=Path, help="the model repository, if readable (checks the served file)")
+    parser.add_argument("--header", action="append", default=[], metavar="NAME=VALUE",
+                        help="extra request header, e.g. Authorization=Bearer… (repeatable)")
+    parser.add_argument("--tls", action="store_true", help="use TLS")
+    parser.add_argument("--ca-cert", help="CA bundle for TLS")
+    parser.add_argument("--deadline", type=float, default=20.0, help="seconds per call, retries included")
+    parser.add_argument("--max-p99-ms", type=float, default=1000.0, help="latency gate at concurrency 1")
+    add_common_args(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve"]:
+        return _serve(argv[1:])
+    if argv[:1] == ["install"]:
+        return _install(argv[1:])
+    args = build_parser(parser).parse_args(argv)
+
+    def evaluate(_run: object) -> Verdict:
+        from skewgate.probe.core import ProbeOptions
+        from skewgate.probe.pipeline_support import probe_local_or_remote
+
+        headers = {}
+        for item in args.header:
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise InputError("--header", field=item, expected="NAME=VALUE", found="no '='")
+            headers[name] = value
+        options = ProbeOptions(protocol=args.protocol, version=args.model_version, headers=headers, tls=args.tls,
+                               ca_certificate=args.ca_cert, deadline_s=args.deadline, max_p99_ms=args.max_p99_ms)
+        return probe_local_or_remote(url=args.url or "", model=args.model, onnx=args.onnx, inputs=args.inputs,
+                                     repository=args.repository, options=options)
+
+    return run_step("probe", args, evaluate)
+
+
+def _serve(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="skewgate probe serve",
+                                     description="Serve an ONNX model with a local tritonserver until Ctrl-C.")
+    parser.add_argument("--onnx", required=True, type=Path)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--repository", type=Path, default=Path("work/triton-repo"))
+    parser.add_argument("--platform", choices=get_args(Platform), default="python")
+    args = parser.parse_args(argv)
+    configure_logging()
+    from skewgate.probe.repository import write_repository
+    from skewgate.probe.server import triton_server
+
+    try:
+        written = write_repository(args.onnx, args.repository, name=args.name, platform=args.platform)
+        with triton_server(args.repository, models=(args.name,)) as server:
+            print(f"serving {args.name} v{written.version} (sha256 {written.sha256[:12]}…)\n"
+                  f"  HTTP {server.http_url}   gRPC {server.grpc_url}   log {server.log_path}\n"
+                  f"  try: skewgate probe --url {server.http_url} --model {args.name} --onnx {args.onnx} "
+                  f"--inputs X.npz --repository {args.repository}\nCtrl-C stops it.", file=sys.stderr)
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        return 0
+    except SkewgateError as err:
+        print(f"probe serve: {err}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _install(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="skewgate probe install",
+                                     description="Unpack tritonserver (nvidia-pytriton wheel) and build the "
+                                                 "Python backend's environment (numpy<2, onnxruntime).")
+    parser.add_argument("--home", type=Path, help="default: $SKEWGATE_TRITON_HOME or ~/.cache/skewgate/triton")
+    args = parser.parse_args(argv)
+    from skewgate.probe.server import install
+
+    try:
+        found = install(args.home)
+    except (SkewgateError, OSError) as err:
+        print(f"probe install: {err}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"tritonserver ready: {found.binary}", file=sys.stderr)
+    return 0

@@ -1,0 +1,34 @@
+"""KFP component for triton-probe: probe a Triton URL, or start tritonserver inside the step when none is given."""
+
+from kfp import dsl
+
+from skewgate.images import IMAGE
+
+
+@dsl.component(base_image=IMAGE, install_kfp_package=False)
+def triton_probe_op(
+    onnx_model: dsl.Input[dsl.Model],
+    probe_inputs: dsl.Input[dsl.Dataset],
+    model_name: str,
+    verdict: dsl.Output[dsl.Artifact],
+    metrics: dsl.Output[dsl.Metrics],
+    report: dsl.Output[dsl.Markdown],
+    triton_url: str = "",
+    protocol: str = "http",
+    tracking_uri: str = "",
+    pipeline_run_id: str = "",
+) -> str:
+    """`triton_url` empty: write the repository and run a local tritonserver in this step (local runs, or a pod
+    whose image carries tritonserver); otherwise probe that server (host:port)."""
+    from skewgate.common.kfp_io import finish
+    from skewgate.common.recording import TrackingOptions, evaluate_and_record
+    from skewgate.probe.core import ProbeOptions
+    from skewgate.probe.pipeline_support import probe_local_or_remote
+
+    result = evaluate_and_record(
+        "probe",
+        lambda _run: probe_local_or_remote(url=triton_url, model=model_name, onnx=onnx_model.path,
+                                           inputs=probe_inputs.path, options=ProbeOptions(protocol=protocol)),
+        TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id),
+    )
+    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)
