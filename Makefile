@@ -41,7 +41,7 @@ test-unit: $(VENV)/.installed-test
 	$(BIN)/pytest -m "not integration"
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check components pipelines tests
+	$(BIN)/ruff check components pipelines tests benchmarks
 	$(BIN)/mypy
 
 compile: setup
@@ -50,6 +50,7 @@ compile: setup
 
 bench: setup
 	$(BIN)/python benchmarks/drift_bench.py
+	$(BIN)/python benchmarks/probe_bench.py
 
 clean:
 	rm -rf $(VENV) $(WORK) local_outputs .triton

@@ -129,7 +129,7 @@ def main() -> None:
                 print(f"     {kind:<28} skewgate {a:<5} naive {b}")
         print(f"   verdicts agree in {agree}/{total} cases\n")
 
-        print(f"3. statistical quality, 64 features, 1,000 rows each side, α = 0.05 (KS, BH) and 0.05 (MMD)")
+        print("3. statistical quality, 64 features, 1,000 rows each side, α = 0.05 (KS, BH) and 0.05 (MMD)")
         print(f"   {'scenario':<28} {'expected':<9} {'reps':>5}  pass  warn  fail   KS flags       MMD flags")
         plan = [("none", "pass", reps), ("shift 0.2σ in 5/64", "warn/fail", reps // 2),
                 ("correlation only", "warn", reps // 4), ("units bug (1 feature ×100)", "warn", reps // 4),

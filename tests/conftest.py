@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
+
+# Where `make triton` puts tritonserver; the Makefile exports the same default.
+os.environ.setdefault("SKEWGATE_TRITON_HOME", str(Path(__file__).resolve().parents[1] / ".triton"))
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,7 @@ class TritonClient:
 
                 options["ssl_context_factory"] = lambda: gevent.ssl.create_default_context(cafile=self.ca_certificate)
         else:
-            import tritonclient.grpc as module  # type: ignore[no-redef]
+            import tritonclient.grpc as module
 
             options = {"ssl": self.tls}
             if self.tls and self.ca_certificate:

@@ -81,7 +81,7 @@ def probe(*, url: str, model: str, onnx: str | Path, inputs: str | Path, reposit
     return Verdict.from_checks(STEP, checks, subject=subject, details=details)
 
 
-def _model_ready(client: TritonClient, model: str, options: ProbeOptions, server_error: type) -> Check:
+def _model_ready(client: TritonClient, model: str, options: ProbeOptions, server_error: type[Exception]) -> Check:
     if client.call("model ready", client.client.is_model_ready, model, options.version):
         return Check("model_ready", passed=True, detail=f"{model} is ready")
     if not options.load_model:
@@ -177,7 +177,7 @@ def _served_checks(metadata: dict[str, Any], model: str, version: str, repositor
 
 def _behaviour_checks(client: TritonClient, model: str, onnx: Path, signature: Signature,
                       feeds: dict[str, np.ndarray], config: dict[str, Any], options: ProbeOptions,
-                      details: dict[str, Any], server_error: type) -> list[Check]:
+                      details: dict[str, Any], server_error: type[Exception]) -> list[Check]:
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(onnx), providers=["CPUExecutionProvider"])
@@ -205,7 +205,7 @@ def _behaviour_checks(client: TritonClient, model: str, onnx: Path, signature: S
 
 def _run_behaviour(serve: Any, session: Any, outputs: list[str], feeds: dict[str, np.ndarray],
                    config: dict[str, Any], options: ProbeOptions, details: dict[str, Any],
-                   server_error: type) -> list[Check]:
+                   server_error: type[Exception]) -> list[Check]:
     expected = dict(zip(outputs, session.run(outputs, feeds), strict=True))
     tols = {n: options.tolerances.get(n, Tolerance.for_dtype(a.dtype)) for n, a in expected.items()}
     max_batch = int(config.get("max_batch_size", 0))

@@ -13,7 +13,8 @@ from skewgate.probe.server import triton_server
 
 
 def probe_local_or_remote(*, url: str, model: str, onnx: str | Path, inputs: str | Path,
-                          repository: Path | None = None, options: ProbeOptions = ProbeOptions()) -> Verdict:
+                          repository: Path | None = None, options: ProbeOptions | None = None) -> Verdict:
+    options = options or ProbeOptions()
     if url:
         return probe(url=url, model=model, onnx=onnx, inputs=inputs, repository=repository, options=options)
     with tempfile.TemporaryDirectory(prefix="skewgate-triton-") as tmp:

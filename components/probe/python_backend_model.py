@@ -39,5 +39,5 @@ class TritonPythonModel:
         return responses
 
     def _respond(self, arrays):
-        tensors = [pb_utils.Tensor(name, np.ascontiguousarray(a)) for name, a in zip(self.outputs, arrays)]
+        tensors = [pb_utils.Tensor(name, np.ascontiguousarray(a)) for name, a in zip(self.outputs, arrays, strict=True)]
         return pb_utils.InferenceResponse(output_tensors=tensors)

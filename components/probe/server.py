@@ -100,7 +100,8 @@ class RunningServer:
 
 @contextlib.contextmanager
 def triton_server(repository: str | Path, *, models: tuple[str, ...] = (), log_path: Path | None = None,
-                  startup_deadline_s: float = 90.0, installation: Installation | None = None) -> Iterator[RunningServer]:
+                  startup_deadline_s: float = 90.0,
+                  installation: Installation | None = None) -> Iterator[RunningServer]:
     """Run tritonserver on free 127.0.0.1 ports with explicit model control, loading `models` at start.
 
     Yields once the server is live (models that fail to load leave it live but not ready: the probe reports
