@@ -12,13 +12,14 @@ import io
 import logging
 import warnings
 import zipfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from skewgate.common.compare import Tolerance, batch_sizes, compare_close
+from skewgate.common.batching import Runner, batch_invariance
+from skewgate.common.compare import Tolerance, compare_close
 from skewgate.common.errors import ExportError, InputError
 from skewgate.common.io import TensorSpec, load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.tensor_stats import sha256_array, summarize
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 STEP = "export"
-Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
 
 
 def export_model(
@@ -87,7 +87,7 @@ def export_model(
                         "the batch dimension is static: export the program with dynamic_shapes"))
     log.info("checking batch invariance and determinism")
     for runtime, runner in (("torch", run_torch), ("onnxruntime", run_ort)):
-        checks.append(_batch_invariance(runtime, runner, feeds, names, tols, dynamic=dynamic))
+        checks.append(batch_invariance(runtime, runner, feeds, names, tols, dynamic=dynamic))
         checks.append(_determinism(runtime, runner, feeds))
 
     loaded = {n: sha256_array(a) for n, a in feeds.items()}
@@ -234,26 +234,6 @@ def _finite_inputs(feeds: Mapping[str, np.ndarray]) -> Check:
     bad = {n: c for n, c in bad.items() if c}
     return Check("inputs_finite", passed=not bad, value=sum(bad.values()), limit=0,
                  detail=f"NaN/Inf values in example inputs: {bad}" if bad else "all example inputs are finite")
-
-
-def _batch_invariance(runtime: str, run: Runner, feeds: dict[str, np.ndarray], names: Sequence[str],
-                      tols: Mapping[str, Tolerance], *, dynamic: bool) -> Check:
-    name = f"batch_invariance.{runtime}"
-    n = _batch(feeds)
-    if not dynamic:  # the program itself only accepts its traced batch size
-        return Check(name, passed=False, detail="not evaluated: the batch dimension is static")
-    singles = [run({k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)]
-    worst, where = 0.0, "batch invariant"
-    for size in batch_sizes(n):
-        batched = run({k: v[:size] for k, v in feeds.items()})
-        for out_index, out_name in enumerate(names):
-            alone = np.concatenate([s[out_index] for s in singles[:size]])
-            closeness = compare_close(batched[out_index], alone, tols[out_name])
-            if closeness.worst_ratio > worst:
-                worst = closeness.worst_ratio
-                where = f"batch {size}, output {out_name}: {closeness.describe()}"
-    return Check(name, passed=worst <= 1.0, value=worst, limit=1.0,
-                 detail=f"sizes {batch_sizes(n)} vs batch-1 outputs; worst: {where}")
 
 
 def _determinism(runtime: str, run: Runner, feeds: dict[str, np.ndarray]) -> Check:
