@@ -48,7 +48,7 @@ def export_model(
     use the first `max_samples` examples (batch invariance runs each of them alone, so this bounds its cost).
     """
     out = Path(out)
-    program, source_sha = _load_program(str(model), inputs)
+    program, source_sha = load_program(str(model), inputs)
     specs = _input_specs(program)
     arrays = load_npz(inputs, expected=specs)
     feeds = {spec.name: arrays[spec.name][:max_samples] for spec in specs}
@@ -116,7 +116,7 @@ def quiet() -> Iterator[None]:
             logger.setLevel(level)
 
 
-def _load_program(model: str, inputs: str | Path) -> tuple[torch.export.ExportedProgram, str | None]:
+def load_program(model: str, inputs: str | Path) -> tuple[torch.export.ExportedProgram, str | None]:
     import torch
 
     if "://" in model or model.startswith(("models:/", "runs:/")):

@@ -1,0 +1,329 @@
+"""parity-diff: compare PyTorch, ONNX Runtime FP32, ONNX Runtime INT8 and a live Triton server on the same
+inputs, on the final outputs and (with `layerwise`) on every intermediate value both sides have, and name the
+first layer that diverges.
+
+Pairs and their rules: torch vs ORT FP32 and ORT FP32 vs Triton use `assert_close` semantics (final outputs at
+dtype-default tolerances, intermediates at `layer_tolerance` since rounding differences accumulate); ORT FP32 vs
+INT8 is judged by SQNR per value and, on outputs, top-1 agreement and softmax KL. Inputs stream through in
+batches with running statistics, so memory stays at one batch of intermediates.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skewgate.common.batching import batch_invariance
+from skewgate.common.compare import Tolerance
+from skewgate.common.errors import InputError
+from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.verdict import Check, Subject, Verdict
+from skewgate.parity.errors import RunningError, logit_agreement
+from skewgate.parity.layers import OnnxValue, TorchRecorder, onnx_values, with_intermediates
+
+log = logging.getLogger(__name__)
+STEP = "parity"
+FP32, INT8, TRITON = "torch_vs_fp32", "fp32_vs_int8", "fp32_vs_triton"
+
+
+@dataclass(frozen=True)
+class ParityOptions:
+    layerwise: bool = False
+    batch_size: int = 32
+    max_samples: int = 256
+    tolerances: Mapping[str, Tolerance] = field(default_factory=dict)  # per final output
+    layer_tolerance: Tolerance = Tolerance(rtol=1e-4, atol=1e-4)
+    min_layer_sqnr_db: float = 20.0  # INT8 intermediates below this diverge
+    min_output_sqnr_db: float = 15.0
+    min_top1_agreement: float = 0.99
+    max_kl_divergence: float = 0.05
+    triton_protocol: str = "http"
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ParityResult:
+    verdict: Verdict
+    layers: dict[str, list[dict[str, Any]]]  # pair → one row per matched value, in topological order
+
+
+def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int8: str | Path | None = None,
+           triton_url: str | None = None, triton_model: str | None = None,
+           options: ParityOptions = ParityOptions()) -> ParityResult:
+    import onnxruntime as ort
+
+    from skewgate.export.core import load_program
+
+    program, _ = load_program(str(torch_model), inputs)
+    fp32_model = load_onnx(onnx)
+    specs = onnx_input_specs(fp32_model)
+    torch_inputs = list(program.graph_signature.user_inputs)
+    if [s.name for s in specs] != torch_inputs:
+        raise InputError(onnx, field="inputs", expected=f"the PyTorch program's inputs {torch_inputs}",
+                         found=f"{[s.name for s in specs]}")
+    arrays = load_npz(inputs, expected=specs)
+    feeds = {s.name: arrays[s.name][: options.max_samples] for s in specs}
+    outputs = [o.name for o in fp32_model.graph.output]
+    if len(program.graph_signature.user_outputs) != len(outputs):
+        raise InputError(onnx, field="outputs", expected=f"{len(program.graph_signature.user_outputs)} outputs "
+                         "like the PyTorch program", found=f"{len(outputs)}")
+
+    values = onnx_values(fp32_model)
+    recorder = TorchRecorder(program) if options.layerwise else None
+    fp32 = _session(ort, with_intermediates(fp32_model) if options.layerwise else fp32_model)
+    int8_model = load_onnx(int8) if int8 else None
+    if int8_model is not None and [o.name for o in int8_model.graph.output] != outputs:
+        raise InputError(int8, field="outputs", expected=f"the FP32 model's outputs {outputs}",
+                         found=f"{[o.name for o in int8_model.graph.output]}")
+    int8_session = None
+    if int8_model is not None:
+        shared = [v for v in values if v in onnx_values(int8_model)] if options.layerwise else []
+        int8_session = _session(ort, with_intermediates(int8_model, shared) if options.layerwise else int8_model)
+    triton = _triton_runner(triton_url, triton_model, fp32_model, options) if triton_url else None
+
+    tols = {n: options.tolerances.get(n, Tolerance.for_dtype(np.float32)) for n in outputs}
+    rng = np.random.default_rng(options.seed)
+    finals: dict[str, dict[str, RunningError]] = {FP32: {n: RunningError(tols[n]) for n in outputs}}
+    layers: dict[str, dict[str, RunningError]] = {FP32: {}, INT8: {}}
+    kept: dict[str, list[np.ndarray]] = {"fp32": [], "int8": []}  # final outputs (small) for logit metrics
+    first_batch: dict[str, dict[str, np.ndarray]] = {}
+    n = len(next(iter(feeds.values())))
+    for start in range(0, n, options.batch_size):
+        batch = {k: v[start : start + options.batch_size] for k, v in feeds.items()}
+        if recorder is not None:
+            torch_out, recorded = recorder.run(batch)
+        else:
+            torch_out, recorded = _torch_outputs(program, batch), {}
+        fp32_values = dict(zip([o.name for o in fp32.get_outputs()], fp32.run(None, batch), strict=True))
+        for index, name in enumerate(outputs):
+            finals[FP32][name].update(fp32_values[name], torch_out[index], rng)
+        for name in recorded.keys() & fp32_values.keys() - set(outputs):
+            layers[FP32].setdefault(name, RunningError(options.layer_tolerance)).update(
+                fp32_values[name], recorded[name], rng)
+        if not first_batch:
+            first_batch = {"torch": recorded, "fp32": fp32_values}
+        kept["fp32"].append(fp32_values[outputs[0]])
+        if int8_session is not None:
+            int8_values = dict(zip([o.name for o in int8_session.get_outputs()], int8_session.run(None, batch),
+                                   strict=True))
+            for name in int8_values.keys() & fp32_values.keys():
+                group = finals.setdefault(INT8, {}) if name in outputs else layers[INT8]
+                group.setdefault(name, RunningError(tols.get(name, options.layer_tolerance))).update(
+                    int8_values[name], fp32_values[name], rng)
+            kept["int8"].append(int8_values[outputs[0]])
+        if triton is not None:
+            served = triton(batch)
+            for index, name in enumerate(outputs):
+                finals.setdefault(TRITON, {}).setdefault(name, RunningError(tols[name])).update(
+                    served[index], fp32_values[name], rng)
+
+    checks = [Check(f"outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
+                    detail=f"ORT FP32 vs torch: {_describe(err)}") for name, err in finals[FP32].items()]
+    probe_feeds = {k: v[:16] for k, v in feeds.items()}
+
+    def run_fp32(b: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return [np.asarray(a) for a in fp32.run(outputs, b)]
+
+    dynamic = all(s.shape and s.shape[0] is None for s in specs)
+    checks.append(batch_invariance("onnxruntime", run_fp32, probe_feeds, outputs, tols, dynamic=dynamic))
+    details: dict[str, Any] = {"pairs": [p for p in (FP32, INT8 if int8 else None, TRITON if triton else None) if p],
+                               "samples": n, "finals": {pair: {k: e.summary() for k, e in errs.items()}
+                                                        for pair, errs in finals.items()}}
+    rows: dict[str, list[dict[str, Any]]] = {}
+    if options.layerwise:
+        assert recorder is not None
+        rows[FP32], fp32_checks, details["torch_vs_fp32"] = _layer_report(
+            FP32, layers[FP32], values, outputs, lambda e: not e.ok, recorder.order, first_batch, fp32_model,
+            options)
+        checks += fp32_checks
+    if int8_model is not None:
+        checks += _int8_checks(finals[INT8], kept, options, details)
+        if options.layerwise:
+            rows[INT8], int8_checks, details["fp32_vs_int8"] = _layer_report(
+                INT8, layers[INT8], values, outputs, lambda e: e.sqnr_db < options.min_layer_sqnr_db, None, None,
+                None, options)
+            checks += int8_checks
+    if triton is not None:
+        checks += [Check(f"triton.outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
+                         detail=f"Triton vs ORT FP32: {_describe(err)}") for name, err in finals[TRITON].items()]
+        checks.append(batch_invariance("triton", triton, probe_feeds, outputs, tols, dynamic=dynamic))
+    else:
+        details["triton"] = "not compared: no Triton URL given"
+    subject = Subject(artifact=str(onnx), sha256=sha256_file(onnx), data={"inputs": sha256_file(inputs)},
+                      source=str(torch_model))
+    return ParityResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), rows)
+
+
+def _session(ort: Any, model: Any) -> Any:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def _torch_outputs(program: Any, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    with torch.no_grad():
+        result = program.module()(*[torch.from_numpy(np.ascontiguousarray(a)) for a in batch.values()])
+    return [leaf.detach().cpu().numpy() for leaf in tree_leaves(result)]
+
+
+def _triton_runner(url: str, model: str | None, onnx_model: Any, options: ParityOptions) -> Callable[..., Any]:
+    from skewgate.probe.client import TritonClient
+    from skewgate.probe.repository import TRITON_TYPES
+
+    if not model:
+        raise InputError("--triton-model", expected="the model name on the Triton server", found="nothing")
+    client = TritonClient(url, protocol=options.triton_protocol)  # type: ignore[arg-type]
+    client.call("live", client.client.is_server_live)  # a server that is down is "could not evaluate"
+    initializers = {i.name for i in onnx_model.graph.initializer}
+    datatypes = {i.name: TRITON_TYPES[i.type.tensor_type.elem_type].removeprefix("TYPE_")
+                 for i in onnx_model.graph.input if i.name not in initializers}
+    outputs = [o.name for o in onnx_model.graph.output]
+
+    def run(batch: dict[str, np.ndarray]) -> list[np.ndarray]:
+        served = client.infer(model, batch, outputs, datatypes=datatypes)
+        return [served[name] for name in outputs]
+
+    return run
+
+
+def _describe(err: RunningError) -> str:
+    if err.shape_mismatch:
+        return err.shape_mismatch
+    s = err.summary()
+    return (f"max |a-e| {s['max_abs']:.3g}, mean {s['mean_abs']:.3g}, median {s['median_abs']:.3g}, p99 "
+            f"{s['p99_abs']:.3g}, max rel {s['max_rel']:.3g}, worst/tolerance {err.worst_ratio:.3g}")
+
+
+def _int8_checks(finals: dict[str, RunningError], kept: dict[str, list[np.ndarray]], options: ParityOptions,
+                 details: dict[str, Any]) -> list[Check]:
+    checks = [Check(f"int8.sqnr_db.{name}", passed=err.sqnr_db >= options.min_output_sqnr_db,
+                    value=err.sqnr_db, limit=options.min_output_sqnr_db, detail=f"INT8 vs FP32: {_describe(err)}")
+              for name, err in finals.items()]
+    reference, candidate = np.concatenate(kept["fp32"]), np.concatenate(kept["int8"])
+    if reference.ndim >= 2 and reference.shape[-1] > 1:  # classifier-shaped output: judge the logits
+        metrics = logit_agreement(reference, candidate)
+        details["int8_logits"] = metrics
+        checks.append(Check("int8.top1_agreement", passed=metrics["top1_agreement"] >= options.min_top1_agreement,
+                            value=metrics["top1_agreement"], limit=options.min_top1_agreement,
+                            detail=f"argmax equal on {metrics['top1_agreement']:.1%} of samples; top-1/top-2 gap "
+                                   f"shrank by {metrics['gap_shrinkage']:.3f}"))
+        checks.append(Check("int8.kl_divergence", passed=metrics["kl_divergence"] <= options.max_kl_divergence,
+                            value=metrics["kl_divergence"], limit=options.max_kl_divergence,
+                            detail=f"softmax KL(FP32 ‖ INT8); entropy shift {metrics['entropy_shift']:+.3f} nats"))
+    return checks
+
+
+def _layer_report(pair: str, errors: dict[str, RunningError], values: dict[str, OnnxValue], outputs: list[str],
+                  bad: Callable[[RunningError], bool], torch_order: list[str] | None,
+                  first_batch: dict[str, dict[str, np.ndarray]] | None, model: Any,
+                  options: ParityOptions) -> tuple[list[dict[str, Any]], list[Check], dict[str, Any]]:
+    matched = sorted((name for name in errors if name in values), key=lambda v: values[v].depth)
+    rows = [{"value": name, "node": values[name].node, "op": values[name].op_type, "module": values[name].module,
+             "depth": values[name].depth, **errors[name].summary(), "diverged": bad(errors[name])}
+            for name in matched]
+    coverage: dict[str, Any] = {"matched": len(matched)}
+    intermediates = [v for v in values if v not in outputs]
+    coverage["unmatched_onnx_values"] = sorted(set(intermediates) - set(matched))[:100]
+    if torch_order is not None:  # torch nodes with no ONNX value: fused or folded by the exporter's optimiser
+        coverage["removed_by_optimisation"] = [n for n in torch_order if n not in values][:100]
+    first = first_divergence(values, errors, bad)
+    info: dict[str, Any] = {"coverage": coverage, "first_divergence": None}
+    label = "torch vs ORT FP32" if pair == FP32 else "ORT FP32 vs INT8"
+    checks = [Check(f"layers.{pair}.coverage", passed=bool(matched), value=len(matched), limit=1,
+                    detail=f"{len(matched)} values matched, {len(coverage['unmatched_onnx_values'])} ONNX values "
+                           f"unmatched, {len(coverage.get('removed_by_optimisation', []))} PyTorch values removed "
+                           "by graph optimisation")]
+    if first is None:
+        checks.append(Check(f"layers.{pair}", passed=True, value=0, limit=0,
+                            detail=f"{label}: every matched value within bounds"))
+        return rows, checks, info
+    where = values[first]
+    diverged = sum(1 for r in rows if r["diverged"])
+    info["first_divergence"] = {"value": first, "node": where.node, "op": where.op_type, "module": where.module,
+                                **errors[first].summary()}
+    text = (f"{label}: first divergence at {first!r} (node {where.node}, op {where.op_type}, module {where.module}); "
+            f"{_describe(errors[first]) if pair == FP32 else f'SQNR {errors[first].sqnr_db:.1f} dB'}")
+    if first_batch is not None and model is not None:
+        isolated = _isolated(first, values, first_batch, model, options.layer_tolerance)
+        info["first_divergence"]["isolated"] = isolated
+        text += f"; {isolated}"
+    checks.append(Check(f"layers.{pair}", passed=False, value=diverged, limit=0, detail=text))
+    return rows, checks, info
+
+
+def first_divergence(values: dict[str, OnnxValue], errors: Mapping[str, RunningError],
+                     bad: Callable[[RunningError], bool]) -> str | None:
+    """The earliest value out of bounds whose upstream matched values are all within bounds (unmatched values in
+    between inherit the state of their own matched ancestors); else the earliest value out of bounds."""
+    memo: dict[str, bool] = {}
+
+    def clean(name: str) -> bool:  # is this value, as far as we can see, within bounds?
+        if name in memo:
+            return memo[name]
+        memo[name] = True  # graph inputs, initializers, and cycle guard
+        if name in errors:
+            memo[name] = not bad(errors[name])
+        elif name in values:
+            memo[name] = all(clean(i) for i in values[name].inputs if i)
+        return memo[name]
+
+    ordered = sorted((v for v in errors if v in values), key=lambda v: values[v].depth)
+    offenders = [v for v in ordered if bad(errors[v])]
+    for name in offenders:
+        if all(clean(i) for i in values[name].inputs if i):
+            return name
+    return offenders[0] if offenders else None
+
+
+def _isolated(name: str, values: dict[str, OnnxValue], first_batch: dict[str, dict[str, np.ndarray]], model: Any,
+              tolerance: Tolerance) -> str:
+    """Run the suspect node alone on PyTorch's values of its inputs: error it introduces vs error it inherits."""
+    import onnxruntime as ort
+    from onnx import helper
+
+    node = next(n for n in model.graph.node if name in n.output)
+    initializers = {i.name: i for i in model.graph.initializer}
+    torch_values, fp32_values = first_batch["torch"], first_batch["fp32"]
+    feeds, graph_inputs, used = {}, [], []
+    for input_name in node.input:
+        if not input_name:
+            continue
+        if input_name in initializers:
+            used.append(initializers[input_name])
+            continue
+        value = torch_values.get(input_name, fp32_values.get(input_name))
+        if value is None:
+            return "isolated run not possible: an input of the node was not recorded"
+        feeds[input_name] = value
+        graph_inputs.append(helper.make_tensor_value_info(
+            input_name, helper.np_dtype_to_tensor_dtype(value.dtype), list(value.shape)))
+    reference = torch_values[name]
+    outputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(reference.dtype),
+                                             list(reference.shape))]
+    graph = helper.make_graph([node], "isolated", graph_inputs, outputs, initializer=used)
+    single = helper.make_model(graph, opset_imports=model.opset_import, functions=model.functions)
+    single.ir_version = model.ir_version
+    try:
+        session = ort.InferenceSession(single.SerializeToString(), providers=["CPUExecutionProvider"])
+        produced = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
+    except Exception as err:  # a node that cannot run alone (e.g. needs a shape input): say so, do not guess
+        return f"isolated run not possible: {type(err).__name__}"
+    err = RunningError(tolerance)
+    err.update(produced[name], torch_values[name], np.random.default_rng(0))
+    if not err.ok:
+        return (f"isolated on PyTorch's inputs it still diverges (max |a-e| {err.max_abs:.3g}): the error is "
+                "introduced here")
+    return f"isolated on PyTorch's inputs it matches (max |a-e| {err.max_abs:.3g}): the error is inherited"
+
+
+def worst_layer(rows: list[dict[str, Any]]) -> str | None:
+    """The matched value with the largest max-abs error (used to compare with other tools)."""
+    finite = [r for r in rows if r["max_abs"] is not None and math.isfinite(r["max_abs"])]
+    return max(finite, key=lambda r: r["max_abs"])["value"] if finite else None

@@ -1,0 +1,96 @@
+"""Error statistics that stream over batches: nothing holds all intermediates of all samples at once."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from skewgate.common.compare import Tolerance
+
+RESERVOIR = 20_000  # absolute errors kept per value for the median and p99
+
+
+@dataclass
+class RunningError:
+    """Accumulates |a − e| statistics, the worst tolerance ratio and the SQNR of `actual` against `expected`."""
+
+    tolerance: Tolerance
+    count: int = 0
+    max_abs: float = 0.0
+    sum_abs: float = 0.0
+    max_rel: float = 0.0
+    worst_ratio: float = 0.0
+    signal: float = 0.0
+    noise: float = 0.0
+    shape_mismatch: str | None = None
+    sample: list[np.ndarray] = field(default_factory=list)
+    _kept: int = 0
+
+    def update(self, actual: np.ndarray, expected: np.ndarray, rng: np.random.Generator) -> None:
+        if actual.shape != expected.shape:
+            self.shape_mismatch = f"shape {actual.shape} vs {expected.shape}"
+            return
+        a, e = actual.astype(np.float64).ravel(), expected.astype(np.float64).ravel()
+        diff = np.abs(a - e)
+        diff = np.where(np.isnan(diff), np.where(np.isnan(a) & np.isnan(e), 0.0, np.inf), diff)
+        allowed = self.tolerance.atol + self.tolerance.rtol * np.abs(e)
+        self.count += diff.size
+        self.max_abs = max(self.max_abs, float(diff.max(initial=0.0)))
+        self.sum_abs += float(diff.sum())
+        self.max_rel = max(self.max_rel, float((diff / np.maximum(np.abs(e), 1e-12)).max(initial=0.0)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(allowed > 0, diff / allowed, np.where(diff > 0, np.inf, 0.0))
+        self.worst_ratio = max(self.worst_ratio, float(ratio.max(initial=0.0)))
+        self.signal += float(np.sum(e * e))
+        self.noise += float(np.sum(np.where(np.isfinite(diff), diff, 0.0) ** 2))
+        room = RESERVOIR - self._kept
+        if room > 0:
+            keep = diff if diff.size <= room else rng.choice(diff, room, replace=False)
+            self.sample.append(keep)
+            self._kept += keep.size
+
+    @property
+    def ok(self) -> bool:
+        return self.shape_mismatch is None and self.count > 0 and self.worst_ratio <= 1.0
+
+    @property
+    def sqnr_db(self) -> float:
+        """10·log10(signal/noise); +inf when identical."""
+        if self.noise == 0:
+            return math.inf
+        return 10 * math.log10(max(self.signal, 1e-300) / self.noise)
+
+    def summary(self) -> dict[str, float | str | None]:
+        errors = np.concatenate(self.sample) if self.sample else np.zeros(1)
+        return {
+            "max_abs": self.max_abs, "mean_abs": self.sum_abs / max(self.count, 1),
+            "median_abs": float(np.median(errors)), "p99_abs": float(np.percentile(errors, 99)),
+            "max_rel": self.max_rel, "worst_ratio": self.worst_ratio,
+            "sqnr_db": None if math.isinf(self.sqnr_db) else self.sqnr_db, "shape_mismatch": self.shape_mismatch,
+        }
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    exp = np.exp(shifted)
+    return np.asarray(exp / exp.sum(axis=-1, keepdims=True))
+
+
+def logit_agreement(reference: np.ndarray, candidate: np.ndarray) -> dict[str, float]:
+    """Quantisation damage on classifier outputs: top-1 agreement, KL(p_ref ‖ p_cand), the shift in softmax
+    entropy, and how much the top-1/top-2 probability gap shrank (compressed logits flip argmax)."""
+    p, q = softmax(reference.astype(np.float64)), softmax(candidate.astype(np.float64))
+    eps = 1e-12
+    kl = float(np.mean(np.sum(p * (np.log(p + eps) - np.log(q + eps)), axis=-1)))
+    entropy_p = -np.sum(p * np.log(p + eps), axis=-1)
+    entropy_q = -np.sum(q * np.log(q + eps), axis=-1)
+    top_p, top_q = np.sort(p, axis=-1)[..., -2:], np.sort(q, axis=-1)[..., -2:]
+    gap_p, gap_q = top_p[..., 1] - top_p[..., 0], top_q[..., 1] - top_q[..., 0]
+    return {
+        "top1_agreement": float(np.mean(reference.argmax(-1) == candidate.argmax(-1))),
+        "kl_divergence": kl,
+        "entropy_shift": float(np.mean(entropy_q - entropy_p)),
+        "gap_shrinkage": float(np.mean(gap_p - gap_q)),
+    }

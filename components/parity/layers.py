@@ -1,0 +1,108 @@
+"""The layerwise machinery: record every intermediate of the PyTorch program and of an ONNX model, and map them.
+
+The dynamo exporter decomposes the ExportedProgram with its own table and then names each ONNX value after the
+FX node that produced it. Running the *same* decomposition here and interpreting that graph gives PyTorch
+values with exactly those names, so values match by name. The ONNX side exposes its intermediates as extra graph
+outputs. Node metadata (`pkg.torch.onnx.name_scopes`) maps each ONNX node back to its `nn.Module` path.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import onnx
+    import torch
+
+
+@dataclass(frozen=True)
+class OnnxValue:
+    """One ONNX value with where it comes from: the producing node, its op type and the nn.Module path."""
+
+    name: str
+    node: str
+    op_type: str
+    module: str
+    inputs: tuple[str, ...]
+    depth: int  # position in topological order
+
+
+def onnx_values(model: onnx.ModelProto) -> dict[str, OnnxValue]:
+    """Every node output, in topological order (the order ONNX requires of `graph.node`)."""
+    values = {}
+    for depth, node in enumerate(model.graph.node):
+        meta = {p.key: p.value for p in node.metadata_props}
+        for output in node.output:
+            if output:
+                values[output] = OnnxValue(output, node.name, node.op_type, _module_path(meta), tuple(node.input),
+                                           depth)
+    return values
+
+
+def _module_path(meta: dict[str, str]) -> str:
+    scopes = meta.get("pkg.torch.onnx.name_scopes")
+    if not scopes:
+        return "<root>"
+    try:
+        parts = [p for p in ast.literal_eval(scopes) if p]
+    except (ValueError, SyntaxError):
+        return scopes
+    # scopes run from the root module to the op, each a full module path ('features', 'features.2', 'gelu'):
+    # the one before the op is the innermost nn.Module
+    return parts[-2] if len(parts) >= 2 else "<root>"
+
+
+def with_intermediates(model: onnx.ModelProto, names: list[str] | None = None) -> onnx.ModelProto:
+    """A copy of `model` whose graph also outputs every intermediate value with a known type (or `names`)."""
+    import onnx
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    inferred = onnx.shape_inference.infer_shapes(copy)
+    typed = {v.name: v for v in (*inferred.graph.value_info, *copy.graph.value_info)}
+    present = {o.name for o in copy.graph.output}
+    wanted = names if names is not None else [o for n in copy.graph.node for o in n.output if o]
+    for name in wanted:
+        if name not in present and name in typed:
+            copy.graph.output.append(typed[name])
+            present.add(name)
+    return copy
+
+
+class TorchRecorder:
+    """Runs the program decomposed as the ONNX exporter decomposes it, recording every call_function output."""
+
+    def __init__(self, program: torch.export.ExportedProgram) -> None:
+        self.module = _decomposed(program).module()
+        self.order = [n.name for n in self.module.graph.nodes if n.op == "call_function"]
+
+    def run(self, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+        import torch
+        from torch.utils._pytree import tree_leaves
+
+        recorded: dict[str, np.ndarray] = {}
+
+        class Recorder(torch.fx.Interpreter):
+            def run_node(self, node: torch.fx.Node) -> Any:
+                result = super().run_node(node)
+                if node.op == "call_function" and isinstance(result, torch.Tensor):
+                    recorded[node.name] = result.detach().cpu().numpy()
+                return result
+
+        tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in feeds.values()]
+        with torch.no_grad():
+            result = Recorder(self.module).run(*tensors)
+        return [leaf.detach().cpu().numpy() for leaf in tree_leaves(result)], recorded
+
+
+def _decomposed(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    try:  # the exporter's own table: private API, so fall back to torch's default core-ATen decomposition
+        from torch.onnx._internal.exporter import _fx_passes, _registration
+
+        return _fx_passes.decompose_with_registry(program, _registration.ONNXRegistry.from_torchlib())
+    except (ImportError, AttributeError):
+        return program.run_decompositions()
