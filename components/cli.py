@@ -15,6 +15,7 @@ from skewgate import __version__
 COMMANDS = {
     "export": ("skewgate.export.cli", "PyTorch → ONNX export, checked against PyTorch"),
     "drift": ("skewgate.drift.cli", "KS per feature + MMD drift gate; `drift profile` builds a reference profile"),
+    "parity": ("skewgate.parity.cli", "PyTorch vs ORT FP32/INT8 vs Triton, layer by layer; `parity preprocess`"),
     "probe": ("skewgate.probe.cli", "check a Triton deployment against the model; `probe serve`, `probe install`"),
     "promote": ("skewgate.promote.cli", "fail-closed registry promotion from verdicts"),
     "pipeline": ("skewgate.pipelines.cli", "compile, run locally, submit or schedule the pipelines"),

@@ -1,5 +1,5 @@
-"""The release-gate pipeline: export → (drift ∥ triton-probe) → promote (calibrate-int8 and parity-diff slot in
-between as they land).
+"""The release-gate pipeline: export → (drift ∥ parity-diff ∥ triton-probe) → promote (calibrate-int8 slots in
+between as it lands).
 
 Promote runs last, uncached and never retried by KFP (a refusal is an answer, not a transient error); when it
 refuses, `gate_blocked` fails the run so the KFP UI and alerting show the block.
@@ -9,10 +9,11 @@ from kfp import dsl
 
 from skewgate.drift.component import drift_op
 from skewgate.export.component import export_op
+from skewgate.parity.component import parity_op
 from skewgate.probe.component import triton_probe_op
 from skewgate.promote.component import gate_blocked, promote_op
 
-REQUIRED_STEPS = "export,drift,probe"
+REQUIRED_STEPS = "export,drift,parity,probe"
 
 
 @dsl.pipeline(
@@ -66,6 +67,18 @@ def release_gate(
     )
     drift.set_display_name("drift-gate")
 
+    parity = parity_op(
+        torch_model=model.output,
+        onnx_model=export.outputs["onnx_model"],
+        eval_data=data.output,
+        triton_url=triton_url,
+        triton_model=model_name,
+        tracking_uri=mlflow_tracking_uri,
+        experiment=model_name,
+        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+    )
+    parity.set_display_name("parity-diff")
+
     probe = triton_probe_op(
         onnx_model=export.outputs["onnx_model"],
         probe_inputs=data.output,
@@ -81,6 +94,7 @@ def release_gate(
         export_verdict=export.outputs["verdict"],
         drift_verdict=drift.outputs["verdict"],
         probe_verdict=probe.outputs["verdict"],
+        parity_verdict=parity.outputs["verdict"],
         model_name=model_name,
         tracking_uri=mlflow_tracking_uri,
         alias=alias,

@@ -1,5 +1,5 @@
 """`skewgate demo`: train the digits CNN, gate a good and a defective candidate through the release-gate
-pipeline (export, drift, a real Triton server probed, promote) on kfp.local against an embedded MLflow store,
+pipeline (export, drift, layerwise parity, a real Triton server probed, promote) on kfp.local against an embedded MLflow store,
 then run the nightly drift check twice — on healthy
 serving data and on data from a serving path that forgot to scale the pixels — and show what happened."""
 
@@ -34,11 +34,18 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     tracking_uri = args.tracking_uri or f"sqlite:///{workdir / 'mlflow.db'}"
 
     from skewgate.common import mlflow_log
+    from skewgate.common.errors import SkewgateError
     from skewgate.demo.digits import train_and_save
     from skewgate.pipelines.local import run_locally
     from skewgate.pipelines.nightly_drift import nightly_drift_local
     from skewgate.pipelines.release_gate import release_gate
+    from skewgate.probe.server import Installation, triton_home
 
+    try:  # the probe step needs a real tritonserver: say so now, not after training and two pipeline runs
+        Installation(triton_home()).check()
+    except SkewgateError as err:
+        print(f"demo: {err}", file=sys.stderr)
+        return 2
     log.info("training the digits CNN (seed %d)", args.seed)
     data = train_and_save(workdir / "candidates", seed=args.seed)
     log.info("test accuracy in PyTorch: %.1f%%", 100 * data.accuracy)
@@ -66,8 +73,8 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     mlflow_bin = Path(sys.executable).with_name("mlflow")
     print(f"Open the results: {mlflow_bin} ui --backend-store-uri {tracking_uri} --port 5000  "
           "(then http://127.0.0.1:5000)")
-    expected = [{"export": "pass", "drift": "pass", "probe": "pass", "promote": "pass"},
-                {"export": "fail", "drift": "pass", "probe": "pass", "promote": "fail"},
+    expected = [{"export": "pass", "drift": "pass", "parity": "pass", "probe": "pass", "promote": "pass"},
+                {"export": "fail", "drift": "pass", "parity": "fail", "probe": "pass", "promote": "fail"},
                 {"nightly-drift": "pass"}, {"nightly-drift": "fail"}]
     if list(statuses.values()) != expected:
         print(f"demo: expected {expected}, got {list(statuses.values())}", file=sys.stderr)

@@ -26,6 +26,7 @@ from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_fil
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.parity.errors import RunningError, logit_agreement
 from skewgate.parity.layers import OnnxValue, TorchRecorder, onnx_values, with_intermediates
+from skewgate.probe.client import Protocol
 
 log = logging.getLogger(__name__)
 STEP = "parity"
@@ -43,7 +44,7 @@ class ParityOptions:
     min_output_sqnr_db: float = 15.0
     min_top1_agreement: float = 0.99
     max_kl_divergence: float = 0.05
-    triton_protocol: str = "http"
+    triton_protocol: Protocol = "http"
     seed: int = 0
 
 
@@ -76,15 +77,23 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
 
     values = onnx_values(fp32_model)
     recorder = TorchRecorder(program) if options.layerwise else None
-    fp32 = _session(ort, with_intermediates(fp32_model) if options.layerwise else fp32_model)
+    # Final outputs come from the model as deployed. Intermediates come from a copy that also outputs them: ORT
+    # cannot optimise an exposed value away, so that copy may compute differently (e.g. a Dropout node left in
+    # training mode, which ORT drops from the deployed graph, runs in it) — a finding, not noise, but never
+    # allowed to change the verdict on the final outputs.
+    fp32 = _session(ort, fp32_model)
+    fp32_layers = _session(ort, with_intermediates(fp32_model)) if options.layerwise else None
     int8_model = load_onnx(int8) if int8 else None
     if int8_model is not None and [o.name for o in int8_model.graph.output] != outputs:
         raise InputError(int8, field="outputs", expected=f"the FP32 model's outputs {outputs}",
                          found=f"{[o.name for o in int8_model.graph.output]}")
-    int8_session = None
+    int8_session = int8_layers = None
+    int8_names: dict[str, str] = {}  # INT8 value name → the FP32 value it stands for
     if int8_model is not None:
-        shared = [v for v in values if v in onnx_values(int8_model)] if options.layerwise else []
-        int8_session = _session(ort, with_intermediates(int8_model, shared) if options.layerwise else int8_model)
+        int8_session = _session(ort, int8_model)
+        if options.layerwise:
+            int8_names = quantized_counterparts(values, onnx_values(int8_model))
+            int8_layers = _session(ort, with_intermediates(int8_model, list(int8_names)))
     triton = _triton_runner(triton_url, triton_model, fp32_model, options) if triton_url else None
 
     tols = {n: options.tolerances.get(n, Tolerance.for_dtype(np.float32)) for n in outputs}
@@ -100,22 +109,26 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
             torch_out, recorded = recorder.run(batch)
         else:
             torch_out, recorded = _torch_outputs(program, batch), {}
-        fp32_values = dict(zip([o.name for o in fp32.get_outputs()], fp32.run(None, batch), strict=True))
+        fp32_values = _run(fp32, batch)
+        fp32_inner = _run(fp32_layers, batch) if fp32_layers is not None else {}
         for index, name in enumerate(outputs):
             finals[FP32][name].update(fp32_values[name], torch_out[index], rng)
-        for name in recorded.keys() & fp32_values.keys() - set(outputs):
+        for name in recorded.keys() & fp32_inner.keys() - set(outputs):
             layers[FP32].setdefault(name, RunningError(options.layer_tolerance)).update(
-                fp32_values[name], recorded[name], rng)
+                fp32_inner[name], recorded[name], rng)
         if not first_batch:
-            first_batch = {"torch": recorded, "fp32": fp32_values}
+            first_batch = {"torch": recorded, "fp32": fp32_inner}
         kept["fp32"].append(fp32_values[outputs[0]])
         if int8_session is not None:
-            int8_values = dict(zip([o.name for o in int8_session.get_outputs()], int8_session.run(None, batch),
-                                   strict=True))
-            for name in int8_values.keys() & fp32_values.keys():
-                group = finals.setdefault(INT8, {}) if name in outputs else layers[INT8]
-                group.setdefault(name, RunningError(tols.get(name, options.layer_tolerance))).update(
+            int8_values = _run(int8_session, batch)
+            for name in outputs:
+                finals.setdefault(INT8, {}).setdefault(name, RunningError(tols[name])).update(
                     int8_values[name], fp32_values[name], rng)
+            int8_inner = _run(int8_layers, batch) if int8_layers is not None else {}
+            for int8_name, name in int8_names.items():
+                if int8_name in int8_inner and name in fp32_inner and name not in outputs:
+                    layers[INT8].setdefault(name, RunningError(options.layer_tolerance)).update(
+                        int8_inner[int8_name], fp32_inner[name], rng)
             kept["int8"].append(int8_values[outputs[0]])
         if triton is not None:
             served = triton(batch)
@@ -160,8 +173,26 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     return ParityResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), rows)
 
 
+def quantized_counterparts(fp32: Mapping[str, OnnxValue], int8: Mapping[str, OnnxValue]) -> dict[str, str]:
+    """Match values across the Q/DQ nodes: an FP32 value `v` is compared with what the INT8 graph hands on,
+    `v_DequantizeLinear_Output` when `v` was quantised (the quantiser may even fuse the op that made `v`, such as
+    a Relu whose clipping the quantised range does), else `v` itself."""
+    pairs = {}
+    for name in fp32:
+        dequantized = f"{name}_DequantizeLinear_Output"
+        if dequantized in int8:
+            pairs[dequantized] = name
+        elif name in int8:
+            pairs[name] = name
+    return pairs
+
+
 def _session(ort: Any, model: Any) -> Any:
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def _run(session: Any, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return dict(zip([o.name for o in session.get_outputs()], session.run(None, batch), strict=True))
 
 
 def _torch_outputs(program: Any, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -179,7 +210,7 @@ def _triton_runner(url: str, model: str | None, onnx_model: Any, options: Parity
 
     if not model:
         raise InputError("--triton-model", expected="the model name on the Triton server", found="nothing")
-    client = TritonClient(url, protocol=options.triton_protocol)  # type: ignore[arg-type]
+    client = TritonClient(url, protocol=options.triton_protocol)
     client.call("live", client.client.is_server_live)  # a server that is down is "could not evaluate"
     initializers = {i.name for i in onnx_model.graph.initializer}
     datatypes = {i.name: TRITON_TYPES[i.type.tensor_type.elem_type].removeprefix("TYPE_")
@@ -315,12 +346,12 @@ def _isolated(name: str, values: dict[str, OnnxValue], first_batch: dict[str, di
         produced = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
     except Exception as err:  # a node that cannot run alone (e.g. needs a shape input): say so, do not guess
         return f"isolated run not possible: {type(err).__name__}"
-    err = RunningError(tolerance)
-    err.update(produced[name], torch_values[name], np.random.default_rng(0))
-    if not err.ok:
-        return (f"isolated on PyTorch's inputs it still diverges (max |a-e| {err.max_abs:.3g}): the error is "
+    alone = RunningError(tolerance)
+    alone.update(produced[name], torch_values[name], np.random.default_rng(0))
+    if not alone.ok:
+        return (f"isolated on PyTorch's inputs it still diverges (max |a-e| {alone.max_abs:.3g}): the error is "
                 "introduced here")
-    return f"isolated on PyTorch's inputs it matches (max |a-e| {err.max_abs:.3g}): the error is inherited"
+    return f"isolated on PyTorch's inputs it matches (max |a-e| {alone.max_abs:.3g}): the error is inherited"
 
 
 def worst_layer(rows: list[dict[str, Any]]) -> str | None:

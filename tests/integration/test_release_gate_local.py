@@ -52,7 +52,8 @@ def _statuses(verdicts):
 def test_good_candidate_is_promoted_and_the_run_succeeds(runs, mlflow_url):
     run, _parent, verdicts = runs["good"]
     assert run.succeeded and run.output == "pass"
-    assert _statuses(verdicts) == {"export": "pass", "drift": "pass", "probe": "pass", "promote": "pass"}
+    assert _statuses(verdicts) == {"export": "pass", "drift": "pass", "parity": "pass", "probe": "pass",
+                                   "promote": "pass"}
     client = MlflowClient(mlflow_url)
     version = client.get_model_version_by_alias(NAME, "champion")
     assert version.version == verdicts["promote"].details["version"]
@@ -69,7 +70,10 @@ def test_good_candidate_is_promoted_and_the_run_succeeds(runs, mlflow_url):
 def test_defective_candidate_is_blocked_and_the_run_fails(runs, mlflow_url):
     run, _parent, verdicts = runs["defective"]
     assert not run.succeeded
-    assert _statuses(verdicts) == {"export": "fail", "drift": "pass", "probe": "pass", "promote": "fail"}
+    assert _statuses(verdicts) == {"export": "fail", "drift": "pass", "parity": "fail", "probe": "pass",
+                                   "promote": "fail"}
+    # parity names where the training-mode graph departs from the exported one
+    assert "first divergence" in verdicts["parity"].message or verdicts["parity"].failed_checks
     assert "lint.batchnorm_eval_mode" in verdicts["promote"].message
     client = MlflowClient(mlflow_url)
     refused = verdicts["promote"].details["version"]
@@ -86,7 +90,7 @@ def test_every_step_left_a_nested_run_with_metrics_and_artifacts(runs, mlflow_ur
         parent = runs[label][1]
         children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{parent}'")
         steps = {c.data.tags["skewgate.step"]: c for c in children}
-        assert set(steps) == {"export", "drift", "probe", "promote"}
+        assert set(steps) == {"export", "drift", "parity", "probe", "promote"}
         assert "export.outputs_match.linear" in steps["export"].data.metrics
         assert {a.path for a in client.list_artifacts(steps["export"].info.run_id)} >= {
             "export.verdict.json", "checks.json", "tensor_stats.json"}

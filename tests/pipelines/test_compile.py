@@ -20,8 +20,8 @@ def test_pipeline_has_the_expected_tasks(spec):
     assert spec.pipeline_info.name == "skewgate-release-gate"
     tasks = spec.root.dag.tasks
     assert set(tasks) == {"importer", "importer-2", "importer-3", "importer-4", "export-op", "drift-op",
-                          "triton-probe-op", "promote-op", "condition-1"}
-    assert sorted(tasks["promote-op"].dependent_tasks) == ["drift-op", "export-op", "triton-probe-op"]
+                          "parity-op", "triton-probe-op", "promote-op", "condition-1"}
+    assert sorted(tasks["promote-op"].dependent_tasks) == ["drift-op", "export-op", "parity-op", "triton-probe-op"]
     probe_model = tasks["triton-probe-op"].inputs.artifacts["onnx_model"].task_output_artifact
     assert probe_model.producer_task == "export-op"
     assert tasks["drift-op"].inputs.artifacts["onnx_model"].task_output_artifact.producer_task == "export-op"
@@ -34,7 +34,8 @@ def test_promote_consumes_the_export_outputs(spec):
     assert artifacts["export_verdict"].task_output_artifact.output_artifact_key == "verdict"
     assert artifacts["drift_verdict"].task_output_artifact.producer_task == "drift-op"
     required = spec.root.dag.tasks["promote-op"].inputs.parameters["required_steps"]
-    assert required.runtime_value.constant.string_value == "export,drift,probe"
+    assert required.runtime_value.constant.string_value == "export,drift,parity,probe"
+    assert artifacts["parity_verdict"].task_output_artifact.producer_task == "parity-op"
     assert artifacts["probe_verdict"].task_output_artifact.producer_task == "triton-probe-op"
 
 

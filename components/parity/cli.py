@@ -1,0 +1,81 @@
+"""`skewgate parity --torch M.pt2 --onnx model.onnx [--int8 …] [--triton-url URL --triton-model NAME]
+--inputs X.npz [--layerwise] --report parity.json [--plot layers.png] [--html parity.html]`, and
+`skewgate parity preprocess --train module:fn --serve module:fn --raw RAW.npz`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from skewgate.common.cli_support import add_common_args, run_step
+from skewgate.common.verdict import Verdict
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    parser = parser or argparse.ArgumentParser(prog="skewgate parity")
+    parser.description = ("Compare PyTorch, ONNX Runtime FP32/INT8 and a Triton server on the same inputs; with "
+                          "--layerwise, every intermediate value, naming the first layer that diverges.")
+    parser.add_argument("--torch", required=True, help=".pt2 ExportedProgram (or an MLflow pytorch URI)")
+    parser.add_argument("--onnx", required=True, type=Path, help="the FP32 ONNX model")
+    parser.add_argument("--int8", type=Path, help="an INT8 (QDQ) ONNX model to judge against the FP32 one")
+    parser.add_argument("--triton-url", help="host:port of a Triton server serving the model")
+    parser.add_argument("--triton-model", help="model name on that server")
+    parser.add_argument("--triton-protocol", choices=["http", "grpc"], default="http")
+    parser.add_argument("--inputs", required=True, type=Path, help=".npz named as the model's inputs")
+    parser.add_argument("--layerwise", action="store_true", help="compare every intermediate value")
+    parser.add_argument("--plot", type=Path, help="write the per-layer error plot (PNG)")
+    parser.add_argument("--html", type=Path, help="write the HTML report")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-samples", type=int, default=256)
+    add_common_args(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["preprocess"]:
+        return _preprocess(argv[1:])
+    args = build_parser(parser).parse_args(argv)
+
+    def evaluate(run: object) -> Verdict:
+        from skewgate.common.mlflow_log import StepRun
+        from skewgate.parity.core import ParityOptions, parity
+        from skewgate.parity.report import layer_plot, report_html
+
+        options = ParityOptions(layerwise=args.layerwise, batch_size=args.batch_size, max_samples=args.max_samples,
+                                triton_protocol=args.triton_protocol)
+        result = parity(torch_model=args.torch, onnx=args.onnx, inputs=args.inputs, int8=args.int8,
+                        triton_url=args.triton_url, triton_model=args.triton_model, options=options)
+        if args.plot:
+            layer_plot(result, args.plot)
+        if args.html:
+            args.html.parent.mkdir(parents=True, exist_ok=True)
+            args.html.write_text(report_html(result), encoding="utf-8")
+        if isinstance(run, StepRun):
+            for pair, rows in result.layers.items():
+                run.log_table(f"layers_{pair}.json", rows)
+            for path in (args.plot, args.html):
+                if path:
+                    run.log_artifact(path)
+        return result.verdict
+
+    return run_step("parity", args, evaluate)
+
+
+def _preprocess(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="skewgate parity preprocess",
+                                     description="Compare training and serving preprocessing on the same raw data.")
+    parser.add_argument("--train", required=True, help="module:function used in training")
+    parser.add_argument("--serve", required=True, help="module:function used in serving")
+    parser.add_argument("--raw", required=True, type=Path, help=".npz of raw samples")
+    parser.add_argument("--array", help="which array of the .npz (default: the first)")
+    add_common_args(parser)
+    args = parser.parse_args(argv)
+
+    def evaluate(_run: object) -> Verdict:
+        from skewgate.parity.preprocess import preprocess_parity
+
+        return preprocess_parity(train=args.train, serve=args.serve, raw=args.raw, array=args.array)
+
+    return run_step("preprocess", args, evaluate)

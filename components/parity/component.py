@@ -1,0 +1,36 @@
+"""KFP component for parity-diff: layerwise PyTorch vs ONNX Runtime (and Triton when a URL is given)."""
+
+from kfp import dsl
+
+from skewgate.images import IMAGE
+
+
+@dsl.component(base_image=IMAGE, install_kfp_package=False)
+def parity_op(
+    torch_model: dsl.Input[dsl.Model],
+    onnx_model: dsl.Input[dsl.Model],
+    eval_data: dsl.Input[dsl.Dataset],
+    verdict: dsl.Output[dsl.Artifact],
+    metrics: dsl.Output[dsl.Metrics],
+    report: dsl.Output[dsl.Markdown],
+    html_report: dsl.Output[dsl.HTML],
+    layer_plot: dsl.Output[dsl.Artifact],
+    triton_url: str = "",
+    triton_model: str = "",
+    tracking_uri: str = "",
+    experiment: str = "skewgate",
+    pipeline_run_id: str = "",
+) -> str:
+    """Layerwise parity of the exported model; against Triton too when `triton_url` is set."""
+    from skewgate.common.kfp_io import finish
+    from skewgate.common.recording import TrackingOptions, evaluate_and_record
+    from skewgate.parity.pipeline_support import run_parity
+
+    result = evaluate_and_record(
+        "parity",
+        lambda run: run_parity(run, torch_model=torch_model.path, onnx=onnx_model.path, inputs=eval_data.path,
+                               triton_url=triton_url, triton_model=triton_model, plot=layer_plot.path,
+                               html=html_report.path),
+        TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id),
+    )
+    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)

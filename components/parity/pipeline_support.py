@@ -1,0 +1,29 @@
+"""What the parity component does around the core: write the plot and the HTML, log them and the per-layer
+tables to the step's MLflow run."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from skewgate.common.mlflow_log import StepRun
+from skewgate.common.verdict import Verdict
+from skewgate.parity.core import ParityOptions, parity
+from skewgate.parity.report import layer_plot, report_html
+
+
+def run_parity(run: StepRun | None, *, torch_model: str, onnx: str, inputs: str, triton_url: str,
+               triton_model: str, plot: str, html: str) -> Verdict:
+    result = parity(torch_model=torch_model, onnx=onnx, inputs=inputs, triton_url=triton_url or None,
+                    triton_model=triton_model or None, options=ParityOptions(layerwise=True))
+    layer_plot(result, plot)
+    Path(html).write_text(report_html(result), encoding="utf-8")
+    if run is not None:
+        for pair, rows in result.layers.items():
+            run.log_table(f"layers_{pair}.json", rows)
+        with tempfile.TemporaryDirectory() as tmp:  # KFP output paths have no suffix: name the copies
+            for source, name in ((plot, "layer_errors.png"), (html, "parity_report.html")):
+                target = Path(tmp) / name
+                target.write_bytes(Path(source).read_bytes())
+                run.log_artifact(target)
+    return result.verdict

@@ -1,0 +1,75 @@
+"""Pictures of parity: per-layer error against depth (PNG for MLflow) and an HTML report for the KFP UI."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from skewgate.parity.core import FP32, INT8, ParityResult
+
+
+def layer_plot(result: ParityResult, path: str | Path) -> Path:
+    """One panel per compared pair: max |error| / tolerance (FP32) or SQNR in dB (INT8), against depth."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pairs = [p for p in (FP32, INT8) if result.layers.get(p)]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(len(pairs) or 1, 1, figsize=(10, 3.2 * max(len(pairs), 1)), squeeze=False)
+    for ax, pair in zip(axes[:, 0], pairs or [None], strict=True):
+        if pair is None:
+            ax.text(0.5, 0.5, "no layerwise comparison (run with --layerwise)", ha="center", va="center")
+            ax.set_axis_off()
+            continue
+        rows = result.layers[pair]
+        metric = "worst_ratio" if pair == FP32 else "sqnr_db"
+        ys = [r[metric] if r[metric] is not None else (0.0 if pair == FP32 else 120.0) for r in rows]
+        colours = ["tab:red" if r["diverged"] else "tab:blue" for r in rows]
+        ax.scatter(range(len(rows)), ys, c=colours, s=18)
+        ax.plot(range(len(rows)), ys, color="lightgray", zorder=0)
+        if pair == FP32:
+            ax.set_yscale("symlog", linthresh=1e-3)
+            ax.axhline(1.0, color="tab:red", linestyle="--", linewidth=1, label="tolerance")
+            ax.set_ylabel("max |error| / tolerance")
+        else:
+            ax.set_ylabel("SQNR (dB)")
+        first = (result.verdict.details.get(pair) or {}).get("first_divergence")
+        if first:
+            index = next(i for i, r in enumerate(rows) if r["value"] == first["value"])
+            ax.annotate(f"first divergence: {first['module']} ({first['op']})", (index, ys[index]),
+                        xytext=(10, 10), textcoords="offset points", color="tab:red", fontsize=8,
+                        arrowprops={"arrowstyle": "->", "color": "tab:red"})
+        ax.set_xticks(range(len(rows)), [r["module"] + ":" + r["op"] for r in rows], rotation=70, fontsize=6)
+        ax.set_title({FP32: "PyTorch vs ONNX Runtime FP32", INT8: "ONNX Runtime FP32 vs INT8"}[pair], fontsize=9)
+    fig.suptitle(f"parity: {result.verdict.status.upper()}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, format="png")  # explicit: KFP output paths have no suffix
+    plt.close(fig)
+    return path
+
+
+def report_html(result: ParityResult) -> str:
+    verdict = result.verdict
+    checks = "".join(f"<li><b>{html.escape(c.name)}</b>: {'ok' if c.passed else 'FAILED'} — "
+                     f"{html.escape(c.detail)}</li>" for c in verdict.checks)
+    tables = []
+    for pair, rows in result.layers.items():
+        body = "".join(
+            f"<tr style='{'background:#fdd' if r['diverged'] else ''}'><td>{r['depth']}</td>"
+            f"<td>{html.escape(r['value'])}</td><td>{html.escape(r['module'])}</td><td>{r['op']}</td>"
+            f"<td>{_fmt(r['max_abs'])}</td><td>{_fmt(r['worst_ratio'])}</td><td>{_fmt(r['sqnr_db'])}</td></tr>"
+            for r in rows)
+        tables.append(f"<h2>{pair}</h2><table><tr><th>depth</th><th>value</th><th>module</th><th>op</th>"
+                      f"<th>max |err|</th><th>err/tol</th><th>SQNR dB</th></tr>{body}</table>")
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>skewgate parity</title><style>"
+            "body{font-family:sans-serif}td,th{padding:2px 6px;font-size:12px}</style></head><body>"
+            f"<h1>parity: {verdict.status.upper()}</h1><p>{html.escape(verdict.message)}</p><ul>{checks}</ul>"
+            + "".join(tables) + "</body></html>")
+
+
+def _fmt(value: Any) -> str:
+    return "" if value is None else f"{value:.4g}"

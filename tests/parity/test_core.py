@@ -1,0 +1,149 @@
+"""Planted defects must be localised to the right module; the clean model passes."""
+
+import numpy as np
+import onnx
+import pytest
+
+from skewgate.common.errors import BackendError, InputError
+from skewgate.parity.core import ParityOptions, first_divergence, parity
+from skewgate.parity.errors import RunningError, logit_agreement
+from skewgate.parity.layers import OnnxValue
+from skewgate.probe.server import free_port
+from tests.parity.models import plant, quantize
+
+LAYERWISE = ParityOptions(layerwise=True, batch_size=16)
+
+
+def _run(model, onnx_path, **kwargs):
+    return parity(torch_model=model["pt2"], onnx=onnx_path, inputs=model["inputs"], options=LAYERWISE, **kwargs)
+
+
+def _first(result, pair="torch_vs_fp32"):
+    return result.verdict.details[pair]["first_divergence"]
+
+
+def test_clean_model_passes_with_full_coverage(parity_model):
+    result = _run(parity_model, parity_model["onnx"])
+    assert result.verdict.status == "pass", result.verdict.message
+    coverage = result.verdict.details["torch_vs_fp32"]["coverage"]
+    assert coverage["matched"] >= 6
+    # BatchNorm folded into Conv: reported as removed by graph optimisation, never skipped silently
+    assert any("batch_norm" in name for name in coverage["removed_by_optimisation"])
+    assert [row["depth"] for row in result.layers["torch_vs_fp32"]] == sorted(
+        row["depth"] for row in result.layers["torch_vs_fp32"])
+
+
+@pytest.mark.parametrize(
+    ("defect", "module", "op", "introduced"),
+    [
+        pytest.param("tanh_gelu", "blocks.0.act", "Gelu", True, id="gelu-switched-to-tanh"),
+        pytest.param("bn_statistics", "blocks.2.bn", "Conv", True, id="batchnorm-statistics-differ"),
+        pytest.param("corrupted_weight", "blocks.1.conv", "Conv", True, id="one-corrupted-weight"),
+    ],
+)
+def test_planted_defects_are_localised(parity_model, tmp_path, defect, module, op, introduced):
+    result = _run(parity_model, plant(parity_model["onnx"], tmp_path / f"{defect}.onnx", defect))
+    assert result.verdict.status == "fail"
+    first = _first(result)
+    assert (first["module"], first["op"]) == (module, op)
+    assert ("introduced here" in first["isolated"]) is introduced
+    failed = {c.name: c.detail for c in result.verdict.failed_checks}
+    assert module in failed["layers.torch_vs_fp32"]
+
+
+def test_int8_with_one_badly_calibrated_layer_is_localised(parity_model, tmp_path):
+    good = quantize(parity_model["onnx"], tmp_path / "good.int8.onnx", parity_model["inputs"])
+    clean = _run(parity_model, parity_model["onnx"], int8=good)
+    assert clean.verdict.status == "pass", clean.verdict.message
+    assert clean.verdict.details["int8_logits"]["top1_agreement"] >= 0.95
+    broken = quantize(parity_model["onnx"], tmp_path / "bad.int8.onnx", parity_model["inputs"], break_value="relu")
+    result = _run(parity_model, parity_model["onnx"], int8=broken)
+    assert result.verdict.status == "fail"
+    first = _first(result, "fp32_vs_int8")
+    assert (first["value"], first["module"]) == ("relu", "blocks.1.act")
+    assert first["sqnr_db"] < 20
+
+
+def test_final_outputs_only_without_layerwise(parity_model, tmp_path):
+    result = parity(torch_model=parity_model["pt2"], onnx=plant(parity_model["onnx"], tmp_path / "t.onnx", "tanh_gelu"),
+                    inputs=parity_model["inputs"])
+    assert result.layers == {}
+    assert "outputs_match.linear" in {c.name for c in result.verdict.failed_checks}
+
+
+def _rename_input(source, target):
+    model = onnx.load(str(source))
+    model.graph.input[0].name = "pixels"
+    for node in model.graph.node:
+        node.input[:] = ["pixels" if i == "x" else i for i in node.input]
+    onnx.save(model, str(target))
+    return target
+
+
+def _extra_output(source, target):
+    model = onnx.load(str(source))
+    model.graph.output.append(onnx.helper.make_tensor_value_info("view", onnx.TensorProto.FLOAT, ["batch", 512]))
+    onnx.save(model, str(target))
+    return target
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        pytest.param(_rename_input, r"inputs: expected the PyTorch program's inputs \['x'\], found \['pixels'\]",
+                     id="different-input-names"),
+        pytest.param(_extra_output, "outputs: expected 1 outputs like the PyTorch program, found 2",
+                     id="different-output-counts"),
+    ],
+)
+def test_mismatched_models_are_input_errors(parity_model, tmp_path, make, message):
+    with pytest.raises(InputError, match=message):
+        _run(parity_model, make(parity_model["onnx"], tmp_path / "m.onnx"))
+
+
+def test_inputs_that_do_not_match_are_input_errors(parity_model, tmp_path):
+    np.savez(tmp_path / "bad.npz", x=np.zeros((4, 1, 8, 9), np.float32))
+    with pytest.raises(InputError, match=r"bad\.npz: x: expected float32\[N, 1, 8, 8\]"):
+        parity(torch_model=parity_model["pt2"], onnx=parity_model["onnx"], inputs=tmp_path / "bad.npz")
+
+
+def test_triton_that_is_down_is_a_backend_error(parity_model):
+    with pytest.raises(BackendError, match="live failed"):
+        _run(parity_model, parity_model["onnx"], triton_url=f"127.0.0.1:{free_port()}", triton_model="m")
+
+
+def test_first_divergence_skips_errors_inherited_from_upstream():
+    values = {name: OnnxValue(name, f"n_{name}", "Op", f"m.{name}", (src,), depth)
+              for depth, (name, src) in enumerate([("a", "x"), ("b", "a"), ("c", "b")])}
+
+    def error(bad):
+        err = RunningError(tolerance=__import__("skewgate.common.compare", fromlist=["Tolerance"]).Tolerance(0, 0))
+        err.count, err.worst_ratio = 1, (5.0 if bad else 0.0)
+        return err
+
+    errors = {"a": error(False), "b": error(True), "c": error(True)}
+    assert first_divergence(values, errors, lambda e: not e.ok) == "b"
+    # with "b" unmatched, "c" inherits from "a" (clean), so "c" is where it starts
+    assert first_divergence(values, {"a": error(False), "c": error(True)}, lambda e: not e.ok) == "c"
+    assert first_divergence(values, {"a": error(False)}, lambda e: not e.ok) is None
+
+
+def test_logit_metrics_see_compressed_logits():
+    logits = np.array([[4.0, 1.0, 0.0], [0.0, 3.0, 2.9]])
+    assert logit_agreement(logits, logits)["top1_agreement"] == 1.0
+    squashed = logit_agreement(logits, logits * 0.2)
+    assert squashed["gap_shrinkage"] > 0 and squashed["entropy_shift"] > 0 and squashed["kl_divergence"] > 0
+    flipped = logit_agreement(logits, np.array([[4.0, 1.0, 0.0], [0.0, 2.9, 3.0]]))
+    assert flipped["top1_agreement"] == 0.5
+
+
+def test_error_reservoir_is_bounded():
+    from skewgate.common.compare import Tolerance
+    from skewgate.parity.errors import RESERVOIR
+
+    err = RunningError(Tolerance(0, 0))
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        err.update(np.ones(10_000), np.zeros(10_000), rng)
+    assert sum(s.size for s in err.sample) == RESERVOIR
+    assert err.count == 50_000 and err.max_abs == 1.0
