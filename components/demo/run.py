@@ -1,7 +1,7 @@
 """`skewgate demo`: train the digits CNN, gate a good and a defective candidate through the release-gate
-pipeline (export, drift, layerwise parity, a real Triton server probed, promote) on kfp.local against an embedded MLflow store,
-then run the nightly drift check twice — on healthy
-serving data and on data from a serving path that forgot to scale the pixels — and show what happened."""
+pipeline (export, drift, layerwise parity, a real Triton server probed, promote) on kfp.local against an
+embedded MLflow store, then run the nightly drift check twice — on healthy serving data and on data from a
+serving path that forgot to scale the pixels — and show what happened."""
 
 from __future__ import annotations
 

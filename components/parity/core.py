@@ -31,6 +31,8 @@ from skewgate.probe.client import Protocol
 log = logging.getLogger(__name__)
 STEP = "parity"
 FP32, INT8, TRITON = "torch_vs_fp32", "fp32_vs_int8", "fp32_vs_triton"
+# Intermediates are judged looser than final outputs: rounding differences accumulate layer by layer.
+LAYER_TOLERANCE = Tolerance(rtol=1e-4, atol=1e-4)
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class ParityOptions:
     batch_size: int = 32
     max_samples: int = 256
     tolerances: Mapping[str, Tolerance] = field(default_factory=dict)  # per final output
-    layer_tolerance: Tolerance = Tolerance(rtol=1e-4, atol=1e-4)
+    layer_tolerance: Tolerance = LAYER_TOLERANCE
     min_layer_sqnr_db: float = 20.0  # INT8 intermediates below this diverge
     min_output_sqnr_db: float = 15.0
     min_top1_agreement: float = 0.99
