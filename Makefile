@@ -51,6 +51,7 @@ compile: setup
 bench: setup
 	$(BIN)/python benchmarks/drift_bench.py
 	$(BIN)/python benchmarks/probe_bench.py
+	$(BIN)/python benchmarks/parity_bench.py
 
 clean:
 	rm -rf $(VENV) $(WORK) local_outputs .triton

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
 
     from skewgate.export.core import load_program
 
+    started = time.perf_counter()
     program, _ = load_program(str(torch_model), inputs)
     fp32_model = load_onnx(onnx)
     specs = onnx_input_specs(fp32_model)
@@ -105,6 +107,8 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     kept: dict[str, list[np.ndarray]] = {"fp32": [], "int8": []}  # final outputs (small) for logit metrics
     first_batch: dict[str, dict[str, np.ndarray]] = {}
     n = len(next(iter(feeds.values())))
+    streaming = time.perf_counter()
+    log.info("comparing %d samples in batches of %d%s", n, options.batch_size, " layer by layer" * options.layerwise)
     for start in range(0, n, options.batch_size):
         batch = {k: v[start : start + options.batch_size] for k, v in feeds.items()}
         if recorder is not None:
@@ -138,6 +142,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
                 finals.setdefault(TRITON, {}).setdefault(name, RunningError(tols[name])).update(
                     served[index], fp32_values[name], rng)
 
+    timing = {"setup_s": streaming - started, "streaming_s": time.perf_counter() - streaming}
     checks = [Check(f"outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
                     detail=f"ORT FP32 vs torch: {_describe(err)}") for name, err in finals[FP32].items()]
     probe_feeds = {k: v[:16] for k, v in feeds.items()}
@@ -148,7 +153,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     dynamic = all(s.shape and s.shape[0] is None for s in specs)
     checks.append(batch_invariance("onnxruntime", run_fp32, probe_feeds, outputs, tols, dynamic=dynamic))
     details: dict[str, Any] = {"pairs": [p for p in (FP32, INT8 if int8 else None, TRITON if triton else None) if p],
-                               "samples": n, "finals": {pair: {k: e.summary() for k, e in errs.items()}
+                               "samples": n, "timing": timing, "finals": {pair: {k: e.summary() for k, e in errs.items()}
                                                         for pair, errs in finals.items()}}
     rows: dict[str, list[dict[str, Any]]] = {}
     if options.layerwise:

@@ -32,22 +32,28 @@ class RunningError:
         if actual.shape != expected.shape:
             self.shape_mismatch = f"shape {actual.shape} vs {expected.shape}"
             return
-        a, e = actual.astype(np.float64).ravel(), expected.astype(np.float64).ravel()
+        # float32 arithmetic with float64 accumulation: this runs on every intermediate of every batch
+        a = np.asarray(actual, dtype=np.float32).ravel()
+        e = np.asarray(expected, dtype=np.float32).ravel()
+        abs_e = np.abs(e)
         diff = np.abs(a - e)
-        diff = np.where(np.isnan(diff), np.where(np.isnan(a) & np.isnan(e), 0.0, np.inf), diff)
-        allowed = self.tolerance.atol + self.tolerance.rtol * np.abs(e)
+        if np.isnan(diff).any():  # NaN equals NaN only where both sides have it
+            diff = np.where(np.isnan(diff), np.where(np.isnan(a) & np.isnan(e), 0.0, np.inf), diff).astype(np.float32)
         self.count += diff.size
         self.max_abs = max(self.max_abs, float(diff.max(initial=0.0)))
-        self.sum_abs += float(diff.sum())
-        self.max_rel = max(self.max_rel, float((diff / np.maximum(np.abs(e), 1e-12)).max(initial=0.0)))
+        self.sum_abs += float(diff.sum(dtype=np.float64))
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(allowed > 0, diff / allowed, np.where(diff > 0, np.inf, 0.0))
-        self.worst_ratio = max(self.worst_ratio, float(ratio.max(initial=0.0)))
-        self.signal += float(np.sum(e * e))
-        self.noise += float(np.sum(np.where(np.isfinite(diff), diff, 0.0) ** 2))
+            self.max_rel = max(self.max_rel, float((diff / np.maximum(abs_e, 1e-12)).max(initial=0.0)))
+            allowed = self.tolerance.atol + self.tolerance.rtol * abs_e
+            ratio = diff / allowed  # x/0 → inf (or nan for 0/0, which max ignores below)
+        self.worst_ratio = max(self.worst_ratio, float(np.nanmax(ratio, initial=0.0)))
+        self.signal += float(np.dot(e.astype(np.float64), e.astype(np.float64))) if e.size < 1 << 16 else \
+            float(np.sum(np.square(e, dtype=np.float64)))
+        finite = diff[np.isfinite(diff)] if not np.isfinite(self.max_abs) else diff
+        self.noise += float(np.sum(np.square(finite, dtype=np.float64)))
         room = RESERVOIR - self._kept
-        if room > 0:
-            keep = diff if diff.size <= room else rng.choice(diff, room, replace=False)
+        if room > 0:  # a uniform sample with replacement: enough for the median and p99
+            keep = diff if diff.size <= room else diff[rng.integers(0, diff.size, room)]
             self.sample.append(keep)
             self._kept += keep.size
 

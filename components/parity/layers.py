@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -74,29 +74,39 @@ def with_intermediates(model: onnx.ModelProto, names: list[str] | None = None) -
 
 
 class TorchRecorder:
-    """Runs the program decomposed as the ONNX exporter decomposes it, recording every call_function output."""
+    """Runs the program decomposed as the ONNX exporter decomposes it and returns every call_function output.
+
+    Rather than interpreting node by node, the graph is rewritten once to return its intermediates beside its
+    outputs, so each batch is one compiled forward."""
 
     def __init__(self, program: torch.export.ExportedProgram) -> None:
-        self.module = _decomposed(program).module()
-        self.order = [n.name for n in self.module.graph.nodes if n.op == "call_function"]
+        import torch
+
+        module = _decomposed(program).module()
+        graph = module.graph
+        output = next(n for n in graph.nodes if n.op == "output")
+        self.outputs = len(torch.utils._pytree.tree_leaves(output.args[0]))
+        self.order = [n.name for n in graph.nodes if n.op == "call_function"]
+        tensors = [n for n in graph.nodes if n.op == "call_function"
+                   and isinstance(n.meta.get("val"), torch.Tensor)]
+        self.recorded = [n.name for n in tensors]
+        leaves = torch.utils._pytree.tree_leaves(output.args[0])
+        with graph.inserting_before(output):
+            graph.output((*leaves, *tensors))
+        graph.erase_node(output)
+        graph._codegen = torch.fx.graph.CodeGen()  # flat in, flat out: drop the pytree (un)flattening codegen
+        module.recompile()
+        self.module = module
 
     def run(self, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
         import torch
-        from torch.utils._pytree import tree_leaves
-
-        recorded: dict[str, np.ndarray] = {}
-
-        class Recorder(torch.fx.Interpreter):
-            def run_node(self, node: torch.fx.Node) -> Any:
-                result = super().run_node(node)
-                if node.op == "call_function" and isinstance(result, torch.Tensor):
-                    recorded[node.name] = result.detach().cpu().numpy()
-                return result
 
         tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in feeds.values()]
         with torch.no_grad():
-            result = Recorder(self.module).run(*tensors)
-        return [leaf.detach().cpu().numpy() for leaf in tree_leaves(result)], recorded
+            # the rewritten graph returns a flat tuple: the outputs, then every recorded intermediate
+            result = self.module.forward(*tensors)
+        arrays = [t.detach().cpu().numpy() for t in result]
+        return arrays[: self.outputs], dict(zip(self.recorded, arrays[self.outputs :], strict=True))
 
 
 def _decomposed(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
