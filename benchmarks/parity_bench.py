@@ -64,20 +64,20 @@ if mode == "plain":
     x = np.load(inputs)["x"]
     started = time.perf_counter()
     with torch.no_grad():
-        for i in range(0, len(x), %(batch)d):
-            program(torch.from_numpy(x[i:i + %(batch)d]))
-            session.run(None, {"x": x[i:i + %(batch)d]})
+        for i in range(0, len(x), {batch}):
+            program(torch.from_numpy(x[i:i + {batch}]))
+            session.run(None, {"x": x[i:i + {batch}]})
 else:
     from skewgate.parity.core import ParityOptions, parity, worst_layer
     started = time.perf_counter()
     result = parity(torch_model=pt2, onnx=onnx_path, inputs=inputs,
-                    options=ParityOptions(layerwise=True, batch_size=%(batch)d, max_samples=%(samples)d))
+                    options=ParityOptions(layerwise=True, batch_size={batch}, max_samples={samples}))
     print(json.dumps({"worst": worst_layer(result.layers["torch_vs_fp32"]), "status": result.verdict.status,
                       "matched": result.verdict.details["torch_vs_fp32"]["coverage"]["matched"],
                       **result.verdict.details["timing"]}))
 print(json.dumps({"seconds": time.perf_counter() - started,
                   "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
-''' % {"batch": BATCH, "samples": SAMPLES}
+'''.replace("{batch}", str(BATCH)).replace("{samples}", str(SAMPLES))
 
 
 def child(mode: str, *paths: Path) -> list[dict]:
@@ -91,7 +91,7 @@ def main() -> None:
     import torch
 
     namespace: dict = {}
-    exec(MODEL, namespace)  # noqa: S102 (the model source is this file's own constant)
+    exec(MODEL, namespace)
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         torch.manual_seed(0)

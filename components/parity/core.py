@@ -152,9 +152,11 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
 
     dynamic = all(s.shape and s.shape[0] is None for s in specs)
     checks.append(batch_invariance("onnxruntime", run_fp32, probe_feeds, outputs, tols, dynamic=dynamic))
-    details: dict[str, Any] = {"pairs": [p for p in (FP32, INT8 if int8 else None, TRITON if triton else None) if p],
-                               "samples": n, "timing": timing, "finals": {pair: {k: e.summary() for k, e in errs.items()}
-                                                        for pair, errs in finals.items()}}
+    details: dict[str, Any] = {
+        "pairs": [p for p in (FP32, INT8 if int8 else None, TRITON if triton else None) if p],
+        "samples": n, "timing": timing,
+        "finals": {pair: {k: e.summary() for k, e in errs.items()} for pair, errs in finals.items()},
+    }
     rows: dict[str, list[dict[str, Any]]] = {}
     if options.layerwise:
         assert recorder is not None
