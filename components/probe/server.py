@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skewgate.common.errors import BackendError
+from skewgate.common.processes import free_port, stop
 
 WHEEL = "nvidia-pytriton==0.7.0"
 BACKEND_PACKAGES = ("numpy>=1.26,<2", "onnxruntime>=1.22,<1.33")
@@ -81,12 +81,6 @@ def install(home: Path | None = None) -> Installation:
     return target.check()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass(frozen=True)
 class RunningServer:
     http_url: str  # host:port, as tritonclient takes it
@@ -132,12 +126,7 @@ def triton_server(repository: str | Path, *, models: tuple[str, ...] = (), log_p
                 time.sleep(0.3)
             yield server
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=15)
+            stop(process)
 
 
 def _live(http_url: str) -> bool:

@@ -84,7 +84,7 @@ def test_registry_round_trip(tracking, tiny_onnx):
 def test_unreachable_server_gives_up_at_the_deadline():
     import time
 
-    from tests.support.mlflow_server import free_port
+    from skewgate.common.processes import free_port
 
     started = time.monotonic()
     with pytest.raises(BackendError, match="unreachable for 1s"):

@@ -1,10 +1,10 @@
 import json
-import socket
 
 import numpy as np
 import pytest
 
 from skewgate.cli import main
+from skewgate.common.processes import free_port
 from tests.export.models import examples
 
 
@@ -45,9 +45,7 @@ def test_malformed_tolerance_exits_2(pt2, example_npz, tmp_path):
 
 
 def test_unreachable_mlflow_exits_2_within_the_deadline(pt2, example_npz, tmp_path, capsys):
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # nothing listens there
     code = _run("--model", pt2("good"), "--inputs", example_npz, "--out", tmp_path / "m.onnx",
                 "--tracking-uri", f"http://127.0.0.1:{port}", "--mlflow-deadline", "2")
     assert code == 2

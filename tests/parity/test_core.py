@@ -5,10 +5,10 @@ import onnx
 import pytest
 
 from skewgate.common.errors import BackendError, InputError
+from skewgate.common.processes import free_port
 from skewgate.parity.core import ParityOptions, first_divergence, parity
 from skewgate.parity.errors import RunningError, logit_agreement
 from skewgate.parity.layers import OnnxValue
-from skewgate.probe.server import free_port
 from tests.parity.models import plant, quantize
 
 LAYERWISE = ParityOptions(layerwise=True, batch_size=16)

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from skewgate.cli import main
-from skewgate.probe.server import free_port
+from skewgate.common.processes import free_port
 
 pytestmark = pytest.mark.integration
 

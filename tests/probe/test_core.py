@@ -3,8 +3,8 @@
 import pytest
 
 from skewgate.common.errors import BackendError
+from skewgate.common.processes import free_port
 from skewgate.probe.core import ProbeOptions, probe
-from skewgate.probe.server import free_port
 
 pytestmark = pytest.mark.integration
 QUICK = ProbeOptions(requests_per_level=10)

@@ -5,8 +5,8 @@ from mlflow import MlflowClient
 
 from skewgate.cli import main
 from skewgate.common.io import sha256_file
+from skewgate.common.processes import free_port
 from skewgate.common.verdict import Check, Subject, Verdict
-from tests.support.mlflow_server import free_port
 
 
 @pytest.fixture

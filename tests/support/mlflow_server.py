@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 import time
@@ -11,11 +10,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from skewgate.common.processes import free_port, stop
 
 
 @contextlib.contextmanager
@@ -50,9 +45,4 @@ def mlflow_server(workdir: Path, *, startup_deadline_s: float = 120.0) -> Iterat
                 time.sleep(0.5)
             yield url
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=15)
+            stop(process)
