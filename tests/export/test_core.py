@@ -141,3 +141,30 @@ def test_a_pt2_that_does_not_load_is_an_input_error(example_npz, tmp_path, conte
 @pytest.mark.parametrize(("n", "sizes"), [(1, [1]), (2, [1, 2]), (12, [1, 7, 12]), (64, [1, 33, 64])])
 def test_batch_sizes_are_one_odd_and_largest(n, sizes):
     assert batch_sizes(n) == sizes
+
+
+def test_an_mlflow_pytorch_model_uri_is_exported_with_a_dynamic_batch(tmp_path, example_npz, monkeypatch):
+    import mlflow
+    import torch
+
+    from tests.export.models import SmallNet
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    mlflow.set_tracking_uri(uri)
+    model = SmallNet()
+    model.train()
+    with torch.no_grad():
+        model(torch.from_numpy(examples(16, seed=3)))
+    model.eval()
+    with mlflow.start_run() as run:
+        mlflow.pytorch.log_model(model, name="model", serialization_format="pickle")
+    verdict = export_model(model=f"runs:/{run.info.run_id}/model", inputs=example_npz, out=tmp_path / "m.onnx")
+    assert verdict.status == "pass", verdict.message
+    assert verdict.subject.source == f"runs:/{run.info.run_id}/model"
+
+
+def test_an_mlflow_uri_that_does_not_resolve_is_bad_input(tmp_path, example_npz, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    with pytest.raises(InputError, match="expected an MLflow pytorch model URI"):
+        export_model(model="runs:/0123456789abcdef/model", inputs=example_npz, out=tmp_path / "m.onnx")
