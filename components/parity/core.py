@@ -26,7 +26,7 @@ from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.parity.errors import RunningError, logit_agreement
-from skewgate.parity.layers import OnnxValue, TorchRecorder, onnx_values, with_intermediates
+from skewgate.parity.layers import OnnxValue, TorchRecorder, onnx_values, torch_counterparts, with_intermediates
 from skewgate.probe.client import Protocol
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
 
     values = onnx_values(fp32_model)
     recorder = TorchRecorder(program) if options.layerwise else None
+    counterparts = torch_counterparts(values, recorder) if recorder is not None else {}
     # Final outputs come from the model as deployed. Intermediates come from a copy that also outputs them: ORT
     # cannot optimise an exposed value away, so that copy may compute differently (e.g. a Dropout node left in
     # training mode, which ORT drops from the deployed graph, runs in it) — a finding, not noise, but never
@@ -119,11 +120,16 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         fp32_inner = _run(fp32_layers, batch) if fp32_layers is not None else {}
         for index, name in enumerate(outputs):
             finals[FP32][name].update(fp32_values[name], torch_out[index], rng)
-        for name in recorded.keys() & fp32_inner.keys() - set(outputs):
+        for name, node in counterparts.items():
+            if name in outputs or name not in fp32_inner or node not in recorded:
+                continue
+            if fp32_inner[name].shape != recorded[node].shape:  # a module-level pair that does not line up
+                continue
             layers[FP32].setdefault(name, RunningError(options.layer_tolerance)).update(
-                fp32_inner[name], recorded[name], rng)
-        if not first_batch:
-            first_batch = {"torch": recorded, "fp32": fp32_inner}
+                fp32_inner[name], recorded[node], rng)
+        if not first_batch:  # PyTorch's values under their ONNX names, for the isolated run
+            first_batch = {"torch": {v: recorded[t] for v, t in counterparts.items() if t in recorded},
+                           "fp32": fp32_inner}
         kept["fp32"].append(fp32_values[outputs[0]])
         if int8_session is not None:
             int8_values = _run(int8_session, batch)
@@ -160,9 +166,12 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     rows: dict[str, list[dict[str, Any]]] = {}
     if options.layerwise:
         assert recorder is not None
+        matched_nodes = {counterparts[name] for name in layers[FP32]}
+        removed = [n for n in recorder.order if n not in matched_nodes and n in recorder.modules]
         rows[FP32], fp32_checks, details["torch_vs_fp32"] = _layer_report(
-            FP32, layers[FP32], values, outputs, lambda e: not e.ok, recorder.order, first_batch, fp32_model,
-            options)
+            FP32, layers[FP32], values, outputs, lambda e: not e.ok, removed, first_batch, fp32_model, options)
+        for row in rows[FP32]:
+            row["torch_node"] = counterparts[row["value"]]
         checks += fp32_checks
     if int8_model is not None:
         checks += _int8_checks(finals[INT8], kept, options, details)
@@ -261,7 +270,7 @@ def _int8_checks(finals: dict[str, RunningError], kept: dict[str, list[np.ndarra
 
 
 def _layer_report(pair: str, errors: dict[str, RunningError], values: dict[str, OnnxValue], outputs: list[str],
-                  bad: Callable[[RunningError], bool], torch_order: list[str] | None,
+                  bad: Callable[[RunningError], bool], unmatched_torch: list[str] | None,
                   first_batch: dict[str, dict[str, np.ndarray]] | None, model: Any,
                   options: ParityOptions) -> tuple[list[dict[str, Any]], list[Check], dict[str, Any]]:
     matched = sorted((name for name in errors if name in values), key=lambda v: values[v].depth)
@@ -271,8 +280,8 @@ def _layer_report(pair: str, errors: dict[str, RunningError], values: dict[str, 
     coverage: dict[str, Any] = {"matched": len(matched)}
     intermediates = [v for v in values if v not in outputs]
     coverage["unmatched_onnx_values"] = sorted(set(intermediates) - set(matched))[:100]
-    if torch_order is not None:  # torch nodes with no ONNX value: fused or folded by the exporter's optimiser
-        coverage["removed_by_optimisation"] = [n for n in torch_order if n not in values][:100]
+    if unmatched_torch is not None:  # PyTorch values with no ONNX twin: fused, folded or renamed away
+        coverage["removed_by_optimisation"] = unmatched_torch[:100]
     first = first_divergence(values, errors, bad)
     info: dict[str, Any] = {"coverage": coverage, "first_divergence": None}
     label = "torch vs ORT FP32" if pair == FP32 else "ORT FP32 vs INT8"

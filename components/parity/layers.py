@@ -1,9 +1,12 @@
 """The layerwise machinery: record every intermediate of the PyTorch program and of an ONNX model, and map them.
 
-The dynamo exporter decomposes the ExportedProgram with its own table and then names each ONNX value after the
-FX node that produced it. Running the *same* decomposition here and interpreting that graph gives PyTorch
-values with exactly those names, so values match by name. The ONNX side exposes its intermediates as extra graph
-outputs. Node metadata (`pkg.torch.onnx.name_scopes`) maps each ONNX node back to its `nn.Module` path.
+The dynamo exporter names each ONNX value after the FX node that produced it, in the graph it gets after its own
+decomposition. Ops that decomposition leaves alone (conv2d, relu, gelu, linear, …) keep their names, so they
+match the original program's nodes by name. Where it rewrites a module's ops (BatchNorm into
+`_native_batch_norm…` + `getitem`, flatten into `view`), node metadata (`pkg.torch.onnx.name_scopes`) still
+names the `nn.Module`, and the module's output — its last value on each side — is matched instead. Re-running
+the exporter's decomposition would match more values, but costs seconds and most of a gigabyte per run.
+The ONNX side exposes its intermediates as extra graph outputs.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ def with_intermediates(model: onnx.ModelProto, names: list[str] | None = None) -
 
 
 class TorchRecorder:
-    """Runs the program decomposed as the ONNX exporter decomposes it and returns every call_function output.
+    """Runs the program and returns every call_function output, keyed by FX node name.
 
     Rather than interpreting node by node, the graph is rewritten once to return its intermediates beside its
     outputs, so each batch is one compiled forward."""
@@ -82,7 +85,7 @@ class TorchRecorder:
     def __init__(self, program: torch.export.ExportedProgram) -> None:
         import torch
 
-        module = _decomposed(program).module()
+        module = program.module()
         graph = module.graph
         output = next(n for n in graph.nodes if n.op == "output")
         self.outputs = len(torch.utils._pytree.tree_leaves(output.args[0]))
@@ -90,6 +93,7 @@ class TorchRecorder:
         tensors = [n for n in graph.nodes if n.op == "call_function"
                    and isinstance(n.meta.get("val"), torch.Tensor)]
         self.recorded = [n.name for n in tensors]
+        self.modules = {n.name: _innermost_module(n) for n in tensors}
         leaves = torch.utils._pytree.tree_leaves(output.args[0])
         with graph.inserting_before(output):
             graph.output((*leaves, *tensors))
@@ -109,10 +113,27 @@ class TorchRecorder:
         return arrays[: self.outputs], dict(zip(self.recorded, arrays[self.outputs :], strict=True))
 
 
-def _decomposed(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
-    try:  # the exporter's own table: private API, so fall back to torch's default core-ATen decomposition
-        from torch.onnx._internal.exporter import _fx_passes, _registration
+def _innermost_module(node: torch.fx.Node) -> str:
+    stack = node.meta.get("nn_module_stack") or {}
+    paths = [path for path, _cls in stack.values() if path]
+    return paths[-1] if paths else "<root>"
 
-        return _fx_passes.decompose_with_registry(program, _registration.ONNXRegistry.from_torchlib())
-    except (ImportError, AttributeError):
-        return program.run_decompositions()
+
+def torch_counterparts(values: dict[str, OnnxValue], recorder: TorchRecorder) -> dict[str, str]:
+    """ONNX value name → PyTorch node name: same name first, then each module's last value on both sides."""
+    pairs = {name: name for name in values if name in recorder.modules}
+    taken = set(pairs.values())
+    last_onnx: dict[str, str] = {}
+    for value in sorted(values.values(), key=lambda v: v.depth):
+        if value.module != "<root>":
+            last_onnx[value.module] = value.name
+    last_torch: dict[str, str] = {}
+    for name in recorder.recorded:
+        if recorder.modules[name] != "<root>":
+            last_torch[recorder.modules[name]] = name
+    for module, onnx_name in last_onnx.items():
+        node = last_torch.get(module)
+        if onnx_name not in pairs and node is not None and node not in taken:
+            pairs[onnx_name] = node
+            taken.add(node)
+    return pairs

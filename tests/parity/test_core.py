@@ -27,8 +27,11 @@ def test_clean_model_passes_with_full_coverage(parity_model):
     assert result.verdict.status == "pass", result.verdict.message
     coverage = result.verdict.details["torch_vs_fp32"]["coverage"]
     assert coverage["matched"] >= 6
-    # BatchNorm folded into Conv: reported as removed by graph optimisation, never skipped silently
-    assert any("batch_norm" in name for name in coverage["removed_by_optimisation"])
+    # Conv folded into the following BatchNorm: reported as removed by graph optimisation, never skipped silently
+    assert "conv2d" in coverage["removed_by_optimisation"]
+    by_value = {row["value"]: row for row in result.layers["torch_vs_fp32"]}
+    assert by_value["gelu"]["torch_node"] == "gelu"  # same name on both sides
+    assert any(row["module"] == "blocks.0.bn" and row["torch_node"] == "batch_norm" for row in by_value.values())
     assert [row["depth"] for row in result.layers["torch_vs_fp32"]] == sorted(
         row["depth"] for row in result.layers["torch_vs_fp32"])
 
