@@ -141,6 +141,13 @@ class StepRun:
             self.tracking._call(lambda: self.tracking.client.log_table(self.run_id, data=data,
                                                                        artifact_file=artifact_file))
 
+    def log_artifact_as(self, source: str | Path, name: str, artifact_path: str | None = None) -> str:
+        """Upload `source` under another file name (KFP output paths have no suffix: a heatmap must be `.png`)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            target = Path(tmp) / name
+            target.write_bytes(Path(source).read_bytes())
+            return self.log_artifact(target, artifact_path)
+
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> str:
         """Upload a file; returns the artifact URI of the folder it went to."""
         self.tracking._call(lambda: self.tracking.client.log_artifact(self.run_id, str(path), artifact_path))

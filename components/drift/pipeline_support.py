@@ -28,11 +28,8 @@ def _pictures(result: DriftResult, run: StepRun | None, *, heatmap: str, html: s
     Path(html).write_text(report_html(result), encoding="utf-8")
     if run is not None:
         run.log_table("features.json", result.features)
-        with tempfile.TemporaryDirectory() as tmp:  # KFP output paths have no suffix: name the copies
-            for source, name in ((heatmap, "coverage_heatmap.png"), (html, "drift_report.html")):
-                target = Path(tmp) / name
-                target.write_bytes(Path(source).read_bytes())
-                run.log_artifact(target)
+        run.log_artifact_as(heatmap, "coverage_heatmap.png")
+        run.log_artifact_as(html, "drift_report.html")
 
 
 def run_drift(run: StepRun | None, *, reference: str, current: str, model: str, options: DriftOptions,
@@ -44,10 +41,7 @@ def run_drift(run: StepRun | None, *, reference: str, current: str, model: str, 
     save_profile(result.profile.sketched(options.sketch), profile_out)
     if run is None:
         return result.verdict
-    with tempfile.TemporaryDirectory() as tmp:
-        named = Path(tmp) / "reference.profile"
-        named.write_bytes(Path(profile_out).read_bytes())
-        uri = run.log_artifact(named, "profile") + "/reference.profile"
+    uri = run.log_artifact_as(profile_out, "reference.profile", "profile") + "/reference.profile"
     tags = {PROFILE_URI_TAG: uri, PROFILE_SHA_TAG: sha256_file(profile_out)}
     return dataclasses.replace(result.verdict, details={**result.verdict.details, "registry_tags": tags})
 

@@ -3,7 +3,6 @@ tables to the step's MLflow run."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 from skewgate.common.mlflow_log import StepRun
@@ -21,9 +20,6 @@ def run_parity(run: StepRun | None, *, torch_model: str, onnx: str, inputs: str,
     if run is not None:
         for pair, rows in result.layers.items():
             run.log_table(f"layers_{pair}.json", rows)
-        with tempfile.TemporaryDirectory() as tmp:  # KFP output paths have no suffix: name the copies
-            for source, name in ((plot, "layer_errors.png"), (html, "parity_report.html")):
-                target = Path(tmp) / name
-                target.write_bytes(Path(source).read_bytes())
-                run.log_artifact(target)
+        run.log_artifact_as(plot, "layer_errors.png")
+        run.log_artifact_as(html, "parity_report.html")
     return result.verdict
