@@ -14,10 +14,10 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from skewgate.common.errors import BackendError, InputError
 from skewgate.common.verdict import Verdict
@@ -210,22 +210,12 @@ class MlflowRegistry:
         self._call = step_run.tracking._call
 
     def model_exists(self, name: str) -> bool:
-        try:
-            self.client.get_registered_model(name)
-            return True
-        except Exception as err:
-            if _mlflow_error_code(err) == "RESOURCE_DOES_NOT_EXIST":
-                return False
-            raise BackendError(f"MLflow registry: {type(err).__name__}: {err}") from err
+        found = _or_none(self.run.tracking.uri, lambda: self.client.get_registered_model(name),
+                         missing=frozenset({"RESOURCE_DOES_NOT_EXIST"}))
+        return found is not None
 
     def version_exists(self, name: str, version: str) -> bool:
-        try:
-            self.client.get_model_version(name, version)
-            return True
-        except Exception as err:
-            if _mlflow_error_code(err) in {"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"}:
-                return False
-            raise BackendError(f"MLflow registry: {type(err).__name__}: {err}") from err
+        return _or_none(self.run.tracking.uri, lambda: self.client.get_model_version(name, version)) is not None
 
     def find_version(self, name: str, sha256: str) -> str | None:
         if not self.model_exists(name):
@@ -254,12 +244,7 @@ class MlflowRegistry:
         self._call(write)
 
     def get_alias(self, name: str, alias: str) -> str | None:
-        try:
-            return str(self.client.get_model_version_by_alias(name, alias).version)
-        except Exception as err:
-            if _mlflow_error_code(err) in {"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"}:
-                return None
-            raise BackendError(f"MLflow registry: {type(err).__name__}: {err}") from err
+        return alias_version(self.run.tracking, name, alias)
 
     def set_alias(self, name: str, alias: str, version: str) -> None:
         self._call(lambda: self.client.set_registered_model_alias(name, alias, version))
@@ -295,14 +280,25 @@ class MlflowRegistry:
         self._call(append)
 
 
+# MLflow answers a lookup of something that is not there with one of these codes, depending on the store.
+_MISSING = frozenset({"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"})
+T = TypeVar("T")
+
+
+def _or_none(uri: str, lookup: Callable[[], T], *, missing: frozenset[str] = _MISSING) -> T | None:
+    """`lookup()`, or None when MLflow says the thing does not exist; any other failure is a `BackendError`."""
+    try:
+        return lookup()
+    except Exception as err:
+        if _mlflow_error_code(err) in missing:
+            return None
+        raise BackendError(f"MLflow registry at {uri}: {type(err).__name__}: {err}") from err
+
+
 def alias_version(tracking: Tracking, name: str, alias: str) -> str | None:
     """The version an alias points at, or None when the model or the alias does not exist."""
-    try:
-        return str(tracking.client.get_model_version_by_alias(name, alias).version)
-    except Exception as err:
-        if _mlflow_error_code(err) in {"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"}:
-            return None
-        raise BackendError(f"MLflow registry at {tracking.uri}: {type(err).__name__}: {err}") from err
+    found = _or_none(tracking.uri, lambda: tracking.client.get_model_version_by_alias(name, alias))
+    return None if found is None else str(found.version)
 
 
 def load_pytorch_model(uri: str) -> Any:

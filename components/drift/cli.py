@@ -58,22 +58,14 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     def evaluate(run: object) -> Verdict:
         from skewgate.common.mlflow_log import StepRun
         from skewgate.drift.core import DriftOptions, drift_gate
-        from skewgate.drift.report import heatmap_png, report_html
+        from skewgate.drift.pipeline_support import publish
 
         options = DriftOptions(alpha_ks=args.alpha_ks, alpha_mmd=args.alpha_mmd, correction=args.correction,
                                min_effect=args.min_effect, permutations=args.permutations, seed=args.seed)
         result = drift_gate(reference=args.reference, current=args.current, options=options,
                             embed_onnx=args.embed_onnx, embed_output=args.embed_output, model=args.model)
-        if args.heatmap:
-            heatmap_png(result, args.heatmap)
-        if args.html:
-            args.html.parent.mkdir(parents=True, exist_ok=True)
-            args.html.write_text(report_html(result), encoding="utf-8")
-        if isinstance(run, StepRun):
-            run.log_table("features.json", result.features)
-            for path in (args.heatmap, args.html):
-                if path:
-                    run.log_artifact(path)
+        publish(result, run if isinstance(run, StepRun) else None, heatmap=args.heatmap, html=args.html,
+                heatmap_name=args.heatmap.name if args.heatmap else "", html_name=args.html.name if args.html else "")
         return result.verdict
 
     return run_step("drift", args, evaluate)

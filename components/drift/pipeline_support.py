@@ -23,13 +23,21 @@ PROFILE_URI_TAG = "skewgate.drift.profile_uri"
 PROFILE_SHA_TAG = "skewgate.drift.profile_sha256"
 
 
-def _pictures(result: DriftResult, run: StepRun | None, *, heatmap: str, html: str) -> None:
-    heatmap_png(result, heatmap)
-    Path(html).write_text(report_html(result), encoding="utf-8")
+def publish(result: DriftResult, run: StepRun | None, *, heatmap: str | Path | None, html: str | Path | None,
+            heatmap_name: str = "coverage_heatmap.png", html_name: str = "drift_report.html") -> None:
+    """Write the heatmap and HTML report where asked; with tracking, log them (under the given names) and the
+    per-feature table to the step run. Shared by the CLI and the components."""
+    if heatmap:
+        heatmap_png(result, heatmap)
+    if html:
+        Path(html).parent.mkdir(parents=True, exist_ok=True)
+        Path(html).write_text(report_html(result), encoding="utf-8")
     if run is not None:
         run.log_table("features.json", result.features)
-        run.log_artifact_as(heatmap, "coverage_heatmap.png")
-        run.log_artifact_as(html, "drift_report.html")
+        if heatmap:
+            run.log_artifact_as(heatmap, heatmap_name)
+        if html:
+            run.log_artifact_as(html, html_name)
 
 
 def run_drift(run: StepRun | None, *, reference: str, current: str, model: str, options: DriftOptions,
@@ -37,7 +45,7 @@ def run_drift(run: StepRun | None, *, reference: str, current: str, model: str, 
     """Release-gate drift; the reference profile goes to `profile_out` and, with tracking, to the step run,
     whose URI the verdict asks promote to tag on the model version (`registry_tags`)."""
     result = drift_gate(reference=reference, current=current, options=options, model=Path(model))
-    _pictures(result, run, heatmap=heatmap, html=html)
+    publish(result, run, heatmap=heatmap, html=html)
     save_profile(result.profile.sketched(options.sketch), profile_out)
     if run is None:
         return result.verdict
@@ -68,7 +76,7 @@ def run_nightly(run: StepRun | None, *, model_name: str, alias: str, current: st
             raise InputError(profile, field=PROFILE_SHA_TAG, expected=tags.get(PROFILE_SHA_TAG, "(none)"),
                              found=sha256_file(profile))
         result = drift_gate(reference=profile, current=current)
-    _pictures(result, run, heatmap=heatmap, html=html)
+    publish(result, run, heatmap=heatmap, html=html)
     registry.set_tags(model_name, version, {"skewgate.drift.nightly.status": result.verdict.status,
                                             "skewgate.drift.nightly.date": date,
                                             "skewgate.drift.nightly.run_id": run.run_id})

@@ -41,23 +41,14 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     def evaluate(run: object) -> Verdict:
         from skewgate.common.mlflow_log import StepRun
         from skewgate.parity.core import ParityOptions, parity
-        from skewgate.parity.report import layer_plot, report_html
+        from skewgate.parity.pipeline_support import publish
 
         options = ParityOptions(layerwise=args.layerwise, batch_size=args.batch_size, max_samples=args.max_samples,
                                 triton_protocol=args.triton_protocol)
         result = parity(torch_model=args.torch, onnx=args.onnx, inputs=args.inputs, int8=args.int8,
                         triton_url=args.triton_url, triton_model=args.triton_model, options=options)
-        if args.plot:
-            layer_plot(result, args.plot)
-        if args.html:
-            args.html.parent.mkdir(parents=True, exist_ok=True)
-            args.html.write_text(report_html(result), encoding="utf-8")
-        if isinstance(run, StepRun):
-            for pair, rows in result.layers.items():
-                run.log_table(f"layers_{pair}.json", rows)
-            for path in (args.plot, args.html):
-                if path:
-                    run.log_artifact(path)
+        publish(result, run if isinstance(run, StepRun) else None, plot=args.plot, html=args.html,
+                plot_name=args.plot.name if args.plot else "", html_name=args.html.name if args.html else "")
         return result.verdict
 
     return run_step("parity", args, evaluate)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from skewgate.common.mlflow_log import StepRun
 from skewgate.common.verdict import Verdict
-from skewgate.parity.core import ParityOptions, parity
+from skewgate.parity.core import ParityOptions, ParityResult, parity
 from skewgate.parity.report import layer_plot, report_html
 
 
@@ -15,11 +15,23 @@ def run_parity(run: StepRun | None, *, torch_model: str, onnx: str, inputs: str,
                triton_model: str, plot: str, html: str) -> Verdict:
     result = parity(torch_model=torch_model, onnx=onnx, inputs=inputs, triton_url=triton_url or None,
                     triton_model=triton_model or None, options=ParityOptions(layerwise=True))
-    layer_plot(result, plot)
-    Path(html).write_text(report_html(result), encoding="utf-8")
+    publish(result, run, plot=plot, html=html)
+    return result.verdict
+
+
+def publish(result: ParityResult, run: StepRun | None, *, plot: str | Path | None, html: str | Path | None,
+            plot_name: str = "layer_errors.png", html_name: str = "parity_report.html") -> None:
+    """Write the per-layer plot and HTML report where asked; with tracking, log them (under the given names) and
+    the per-layer tables to the step run. Shared by the CLI and the component."""
+    if plot:
+        layer_plot(result, plot)
+    if html:
+        Path(html).parent.mkdir(parents=True, exist_ok=True)
+        Path(html).write_text(report_html(result), encoding="utf-8")
     if run is not None:
         for pair, rows in result.layers.items():
             run.log_table(f"layers_{pair}.json", rows)
-        run.log_artifact_as(plot, "layer_errors.png")
-        run.log_artifact_as(html, "parity_report.html")
-    return result.verdict
+        if plot:
+            run.log_artifact_as(plot, plot_name)
+        if html:
+            run.log_artifact_as(html, html_name)

@@ -15,15 +15,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from skewgate.common.errors import BackendError
-from skewgate.common.processes import free_port, stop
+from skewgate.common.processes import answers, free_port, stop, wait_until_up
 
 WHEEL = "nvidia-pytriton==0.7.0"
 BACKEND_PACKAGES = ("numpy>=1.26,<2", "onnxruntime>=1.22,<1.33")
@@ -88,9 +86,6 @@ class RunningServer:
     log_path: Path
     repository: Path
 
-    def log_tail(self, chars: int = 3000) -> str:
-        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
-
 
 @contextlib.contextmanager
 def triton_server(repository: str | Path, *, models: tuple[str, ...] = (), log_path: Path | None = None,
@@ -117,21 +112,9 @@ def triton_server(repository: str | Path, *, models: tuple[str, ...] = (), log_p
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
-            deadline = time.monotonic() + startup_deadline_s
-            while not _live(server.http_url):
-                if process.poll() is not None:
-                    raise BackendError(f"tritonserver exited with {process.returncode} at start: {server.log_tail()}")
-                if time.monotonic() > deadline:
-                    raise BackendError(f"tritonserver not live after {startup_deadline_s:.0f}s; log: {log_path}")
-                time.sleep(0.3)
+            wait_until_up(process, lambda: answers(f"http://{server.http_url}/v2/health/live", timeout_s=1),
+                          what="tritonserver", log_path=log_path, deadline_s=startup_deadline_s)
             yield server
         finally:
             stop(process)
 
-
-def _live(http_url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://{http_url}/v2/health/live", timeout=1) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False

@@ -5,12 +5,10 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from skewgate.common.processes import free_port, stop
+from skewgate.common.processes import answers, free_port, stop, wait_until_up
 
 
 @contextlib.contextmanager
@@ -29,20 +27,8 @@ def mlflow_server(workdir: Path, *, startup_deadline_s: float = 120.0) -> Iterat
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
         try:
-            deadline = time.monotonic() + startup_deadline_s
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"mlflow server exited with {process.returncode}: "
-                                       f"{log_path.read_text(errors='replace')[-2000:]}")
-                try:
-                    with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                        if response.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"mlflow server not healthy after {startup_deadline_s}s; see {log_path}")
-                time.sleep(0.5)
+            wait_until_up(process, lambda: answers(f"{url}/health"), what="mlflow server", log_path=log_path,
+                          deadline_s=startup_deadline_s, poll_s=0.5)
             yield url
         finally:
             stop(process)
