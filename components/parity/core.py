@@ -34,6 +34,7 @@ STEP = "parity"
 FP32, INT8, TRITON = "torch_vs_fp32", "fp32_vs_int8", "fp32_vs_triton"
 # Intermediates are judged looser than final outputs: rounding differences accumulate layer by layer.
 LAYER_TOLERANCE = Tolerance(rtol=1e-4, atol=1e-4)
+ISOLATED_SAMPLES = 4  # samples of the first batch kept to re-run the suspect node alone
 
 
 @dataclass(frozen=True)
@@ -82,12 +83,14 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     values = onnx_values(fp32_model)
     recorder = TorchRecorder(program) if options.layerwise else None
     counterparts = torch_counterparts(values, recorder) if recorder is not None else {}
+    if recorder is not None:
+        recorder.record(set(counterparts.values()))
     # Final outputs come from the model as deployed. Intermediates come from a copy that also outputs them: ORT
     # cannot optimise an exposed value away, so that copy may compute differently (e.g. a Dropout node left in
     # training mode, which ORT drops from the deployed graph, runs in it) — a finding, not noise, but never
     # allowed to change the verdict on the final outputs.
     fp32 = _session(ort, fp32_model)
-    fp32_layers = _session(ort, with_intermediates(fp32_model)) if options.layerwise else None
+    fp32_layers = _session(ort, with_intermediates(fp32_model), arena=False) if options.layerwise else None
     int8_model = load_onnx(int8) if int8 else None
     if int8_model is not None and [o.name for o in int8_model.graph.output] != outputs:
         raise InputError(int8, field="outputs", expected=f"the FP32 model's outputs {outputs}",
@@ -98,7 +101,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         int8_session = _session(ort, int8_model)
         if options.layerwise:
             int8_names = quantized_counterparts(values, onnx_values(int8_model))
-            int8_layers = _session(ort, with_intermediates(int8_model, list(int8_names)))
+            int8_layers = _session(ort, with_intermediates(int8_model, list(int8_names)), arena=False)
     triton = _triton_runner(triton_url, triton_model, fp32_model, options) if triton_url else None
 
     tols = {n: options.tolerances.get(n, Tolerance.for_dtype(np.float32)) for n in outputs}
@@ -127,9 +130,11 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
                 continue
             layers[FP32].setdefault(name, RunningError(options.layer_tolerance)).update(
                 fp32_inner[name], recorded[node], rng)
-        if not first_batch:  # PyTorch's values under their ONNX names, for the isolated run
-            first_batch = {"torch": {v: recorded[t] for v, t in counterparts.items() if t in recorded},
-                           "fp32": fp32_inner}
+        if not first_batch:  # a few samples of PyTorch's values under their ONNX names, for the isolated run
+            # (copies of a slice: holding the whole batch's intermediates would double the peak memory)
+            first_batch = {"torch": {v: recorded[t][:ISOLATED_SAMPLES].copy() for v, t in counterparts.items()
+                                     if t in recorded},
+                           "fp32": {k: a[:ISOLATED_SAMPLES].copy() for k, a in fp32_inner.items()}}
         kept["fp32"].append(fp32_values[outputs[0]])
         if int8_session is not None:
             int8_values = _run(int8_session, batch)
@@ -142,11 +147,14 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
                     layers[INT8].setdefault(name, RunningError(options.layer_tolerance)).update(
                         int8_inner[int8_name], fp32_inner[name], rng)
             kept["int8"].append(int8_values[outputs[0]])
+            del int8_inner  # see below
         if triton is not None:
             served = triton(batch)
             for index, name in enumerate(outputs):
                 finals.setdefault(TRITON, {}).setdefault(name, RunningError(tols[name])).update(
                     served[index], fp32_values[name], rng)
+        # drop this batch's intermediates before the next batch allocates its own: else the peak holds two
+        del recorded, fp32_inner
 
     timing = {"setup_s": streaming - started, "streaming_s": time.perf_counter() - streaming}
     checks = [Check(f"outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
@@ -205,8 +213,12 @@ def quantized_counterparts(fp32: Mapping[str, OnnxValue], int8: Mapping[str, Onn
     return pairs
 
 
-def _session(ort: Any, model: Any) -> Any:
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+def _session(ort: Any, model: Any, *, arena: bool = True) -> Any:
+    options = ort.SessionOptions()
+    # A graph that outputs its intermediates allocates each of them per run; ORT's arena would keep the peak of
+    # those allocations for the whole session, so such sessions allocate from the system instead.
+    options.enable_cpu_mem_arena = arena
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
 def _run(session: Any, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -12,6 +12,7 @@ The ONNX side exposes its intermediates as extra graph outputs.
 from __future__ import annotations
 
 import ast
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -77,26 +78,37 @@ def with_intermediates(model: onnx.ModelProto, names: list[str] | None = None) -
 
 
 class TorchRecorder:
-    """Runs the program and returns every call_function output, keyed by FX node name.
+    """Runs the program and returns chosen call_function outputs, keyed by FX node name.
 
-    Rather than interpreting node by node, the graph is rewritten once to return its intermediates beside its
-    outputs, so each batch is one compiled forward."""
+    Reading the graph (`order`, `recorded`, `modules`) is separate from `record(names)`, which rewrites it once
+    to return those intermediates beside its outputs, so each batch is one compiled forward that keeps only the
+    values someone compares (a batch of every intermediate is most of parity's memory)."""
 
     def __init__(self, program: torch.export.ExportedProgram) -> None:
         import torch
 
-        module = program.module()
-        graph = module.graph
-        output = next(n for n in graph.nodes if n.op == "output")
-        self.outputs = len(torch.utils._pytree.tree_leaves(output.args[0]))
+        self._program = program
+        graph = program.graph
         self.order = [n.name for n in graph.nodes if n.op == "call_function"]
         tensors = [n for n in graph.nodes if n.op == "call_function"
                    and isinstance(n.meta.get("val"), torch.Tensor)]
-        self.recorded = [n.name for n in tensors]
+        self.recorded = [n.name for n in tensors]  # what can be recorded
         self.modules = {n.name: _innermost_module(n) for n in tensors}
+        self._kept: list[str] = []
+        self.module: torch.fx.GraphModule | None = None
+
+    def record(self, names: Collection[str]) -> None:
+        import torch
+
+        module = self._program.module()
+        graph = module.graph
+        output = next(n for n in graph.nodes if n.op == "output")
         leaves = torch.utils._pytree.tree_leaves(output.args[0])
+        self.outputs = len(leaves)
+        kept = [n for n in graph.nodes if n.name in names and n.name in self.modules]
+        self._kept = [n.name for n in kept]
         with graph.inserting_before(output):
-            graph.output((*leaves, *tensors))
+            graph.output((*leaves, *kept))
         graph.erase_node(output)
         graph._codegen = torch.fx.graph.CodeGen()  # flat in, flat out: drop the pytree (un)flattening codegen
         module.recompile()
@@ -105,12 +117,14 @@ class TorchRecorder:
     def run(self, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
         import torch
 
+        if self.module is None:
+            raise RuntimeError("TorchRecorder.run before record(names)")
         tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in feeds.values()]
         with torch.no_grad():
-            # the rewritten graph returns a flat tuple: the outputs, then every recorded intermediate
+            # the rewritten graph returns a flat tuple: the outputs, then every kept intermediate
             result = self.module.forward(*tensors)
         arrays = [t.detach().cpu().numpy() for t in result]
-        return arrays[: self.outputs], dict(zip(self.recorded, arrays[self.outputs :], strict=True))
+        return arrays[: self.outputs], dict(zip(self._kept, arrays[self.outputs :], strict=True))
 
 
 def _innermost_module(node: torch.fx.Node) -> str:
