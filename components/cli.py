@@ -16,6 +16,7 @@ COMMANDS = {
     "export": ("skewgate.export.cli", "PyTorch → ONNX export, checked against PyTorch"),
     "drift": ("skewgate.drift.cli", "KS per feature + MMD drift gate; `drift profile` builds a reference profile"),
     "parity": ("skewgate.parity.cli", "PyTorch vs ORT FP32/INT8 vs Triton, layer by layer; `parity preprocess`"),
+    "calibrate": ("skewgate.calibrate.cli", "outlier-aware INT8 calibration with an accuracy budget and FP32 fallback"),
     "probe": ("skewgate.probe.cli", "check a Triton deployment against the model; `probe serve`, `probe install`"),
     "promote": ("skewgate.promote.cli", "fail-closed registry promotion from verdicts"),
     "pipeline": ("skewgate.pipelines.cli", "compile, run locally, submit or schedule the pipelines"),

@@ -156,6 +156,13 @@ class Verdict:
     def failed_checks(self) -> tuple[Check, ...]:
         return tuple(c for c in self.checks if not c.passed)
 
+    def check(self, name: str) -> Check:
+        """The check called `name` (KeyError when there is none)."""
+        for check in self.checks:
+            if check.name == name:
+                return check
+        raise KeyError(f"{self.step} has no check {name!r} (checks: {[c.name for c in self.checks]})")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": self.schema_version,

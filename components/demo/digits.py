@@ -21,7 +21,8 @@ INPUT_NAME = "pixels"
 class DemoArtifacts:
     good: Path
     defective: Path
-    examples: Path  # example inputs for export (named as the model's input)
+    examples: Path  # example inputs (named as the model's input) with their labels: export, parity, probe, eval
+    calibration: Path  # INT8 calibration inputs, drawn from the training set
     reference: Path  # training features, the drift reference
     current: Path  # held-out features, the drift "current" in the release gate
     serving_bug: Path  # held-out features as a buggy serving path sends them: unscaled pixels (0..16)
@@ -47,7 +48,8 @@ def _build_model():  # -> torch.nn.Module (torch is imported lazily)
     return DigitsCNN()
 
 
-def train_and_save(workdir: Path, *, seed: int = 0, epochs: int = 15, examples: int = 64) -> DemoArtifacts:
+def train_and_save(workdir: Path, *, seed: int = 0, epochs: int = 15, examples: int = 256,
+                   calibration: int = 512) -> DemoArtifacts:
     """Train (seeded, a few seconds on 2 cores), then save both candidates and the example inputs."""
     import torch
     from sklearn.datasets import load_digits
@@ -84,11 +86,14 @@ def train_and_save(workdir: Path, *, seed: int = 0, epochs: int = 15, examples: 
         paths[name] = workdir / f"{name}.pt2"
         torch.export.save(program, str(paths[name]))
     model.eval()
-    files = {name: workdir / f"{name}.npz" for name in ("examples", "reference", "current", "serving_bug")}
+    files = {name: workdir / f"{name}.npz"
+             for name in ("examples", "calibration", "reference", "current", "serving_bug")}
     np.savez(files["examples"], **{INPUT_NAME: x[test[:examples]], "labels": y[test[:examples]]})
+    np.savez(files["calibration"], **{INPUT_NAME: x[train[:calibration]]})
     np.savez(files["reference"], **{INPUT_NAME: x[train]})
     np.savez(files["current"], **{INPUT_NAME: x[test]})
     np.savez(files["serving_bug"], **{INPUT_NAME: x[test] * 16.0})  # the serving path forgot to divide by 16
     return DemoArtifacts(good=paths["good"], defective=paths["defective"], examples=files["examples"],
+                         calibration=files["calibration"],
                          reference=files["reference"], current=files["current"], serving_bug=files["serving_bug"],
                          accuracy=accuracy)

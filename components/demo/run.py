@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     kfp_options = {"pipeline_root": workdir / "kfp", "log_file": workdir / "kfp.log"}
     statuses = {}
     runs = [(f"release gate, {label} candidate ({candidate.name})", release_gate,
-             {"candidate_model": str(candidate), "eval_data": str(data.examples), "reference_data": str(data.reference),
+             {"candidate_model": str(candidate), "eval_data": str(data.examples),
+              "calibration_data": str(data.calibration), "reference_data": str(data.reference),
               "current_data": str(data.current), "model_name": MODEL_NAME, "mlflow_tracking_uri": tracking_uri})
             for label, candidate in (("good", data.good), ("defective", data.defective))]
     runs += [(f"nightly drift, {label} serving data", nightly_drift_local,
@@ -73,8 +74,10 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     mlflow_bin = Path(sys.executable).with_name("mlflow")
     print(f"Open the results: {mlflow_bin} ui --backend-store-uri {tracking_uri} --port 5000  "
           "(then http://127.0.0.1:5000)")
-    expected = [{"export": "pass", "drift": "pass", "parity": "pass", "probe": "pass", "promote": "pass"},
-                {"export": "fail", "drift": "pass", "parity": "fail", "probe": "pass", "promote": "fail"},
+    expected = [{"export": "pass", "calibrate": "pass", "drift": "pass", "parity": "pass", "probe": "pass",
+                 "promote": "pass"},
+                {"export": "fail", "calibrate": "pass", "drift": "pass", "parity": "fail", "probe": "pass",
+                 "promote": "fail"},
                 {"nightly-drift": "pass"}, {"nightly-drift": "fail"}]
     if list(statuses.values()) != expected:
         print(f"demo: expected {expected}, got {list(statuses.values())}", file=sys.stderr)

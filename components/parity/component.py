@@ -9,6 +9,7 @@ from skewgate.images import IMAGE
 def parity_op(
     torch_model: dsl.Input[dsl.Model],
     onnx_model: dsl.Input[dsl.Model],
+    int8_model: dsl.Input[dsl.Model],
     eval_data: dsl.Input[dsl.Dataset],
     verdict: dsl.Output[dsl.Artifact],
     metrics: dsl.Output[dsl.Metrics],
@@ -21,14 +22,15 @@ def parity_op(
     experiment: str = "skewgate",
     pipeline_run_id: str = "",
 ) -> str:
-    """Layerwise parity of the exported model; against Triton too when `triton_url` is set."""
+    """Layerwise parity of the exported model and its INT8 version; against Triton too when `triton_url` is set."""
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
     from skewgate.parity.pipeline_support import run_parity
 
     result = evaluate_and_record(
         "parity",
-        lambda run: run_parity(run, torch_model=torch_model.path, onnx=onnx_model.path, inputs=eval_data.path,
+        lambda run: run_parity(run, torch_model=torch_model.path, onnx=onnx_model.path, int8=int8_model.path,
+                               inputs=eval_data.path,
                                triton_url=triton_url, triton_model=triton_model, plot=layer_plot.path,
                                html=html_report.path),
         TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id),

@@ -11,9 +11,10 @@ from skewgate.parity.core import ParityOptions, ParityResult, parity
 from skewgate.parity.report import layer_plot, report_html
 
 
-def run_parity(run: StepRun | None, *, torch_model: str, onnx: str, inputs: str, triton_url: str,
+def run_parity(run: StepRun | None, *, torch_model: str, onnx: str, int8: str, inputs: str, triton_url: str,
                triton_model: str, plot: str, html: str) -> Verdict:
-    result = parity(torch_model=torch_model, onnx=onnx, inputs=inputs, triton_url=triton_url or None,
+    result = parity(torch_model=torch_model, onnx=onnx, int8=int8 or None, inputs=inputs,
+                    triton_url=triton_url or None,
                     triton_model=triton_model or None, options=ParityOptions(layerwise=True))
     publish(result, run, plot=plot, html=html)
     return result.verdict

@@ -12,13 +12,14 @@ def promote_op(
     drift_verdict: dsl.Input[dsl.Artifact],
     probe_verdict: dsl.Input[dsl.Artifact],
     parity_verdict: dsl.Input[dsl.Artifact],
+    calibrate_verdict: dsl.Input[dsl.Artifact],
     model_name: str,
     tracking_uri: str,
     verdict: dsl.Output[dsl.Artifact],
     metrics: dsl.Output[dsl.Metrics],
     report: dsl.Output[dsl.Markdown],
     alias: str = "champion",
-    required_steps: str = "export,drift,parity,probe",
+    required_steps: str = "export,calibrate,drift,parity,probe",
     allow_warn: bool = False,
     pipeline_run_id: str = "",
 ) -> str:
@@ -32,8 +33,8 @@ def promote_op(
     from skewgate.promote.core import promote
 
     with tempfile.TemporaryDirectory() as verdicts_dir:
-        verdicts = {"export": export_verdict, "drift": drift_verdict, "parity": parity_verdict,
-                    "probe": probe_verdict}
+        verdicts = {"export": export_verdict, "calibrate": calibrate_verdict, "drift": drift_verdict,
+                    "parity": parity_verdict, "probe": probe_verdict}
         for step, artifact in verdicts.items():
             shutil.copy(artifact.path, f"{verdicts_dir}/{step}.json")
         result = evaluate_and_record(

@@ -28,6 +28,7 @@ def runs(data, mlflow_url, tmp_path_factory):
     tracking = mlflow_log.connect(mlflow_url, experiment=NAME)
     plan = {
         label: (release_gate, {"candidate_model": str(getattr(data, label)), "eval_data": str(data.examples),
+                               "calibration_data": str(data.calibration),
                                "reference_data": str(data.reference), "current_data": str(data.current),
                                "model_name": NAME, "mlflow_tracking_uri": mlflow_url})
         for label in ("good", "defective")
@@ -52,8 +53,8 @@ def _statuses(verdicts):
 def test_good_candidate_is_promoted_and_the_run_succeeds(runs, mlflow_url):
     run, _parent, verdicts = runs["good"]
     assert run.succeeded and run.output == "pass"
-    assert _statuses(verdicts) == {"export": "pass", "drift": "pass", "parity": "pass", "probe": "pass",
-                                   "promote": "pass"}
+    assert _statuses(verdicts) == {"export": "pass", "calibrate": "pass", "drift": "pass", "parity": "pass",
+                                   "probe": "pass", "promote": "pass"}
     client = MlflowClient(mlflow_url)
     version = client.get_model_version_by_alias(NAME, "champion")
     assert version.version == verdicts["promote"].details["version"]
@@ -65,13 +66,17 @@ def test_good_candidate_is_promoted_and_the_run_succeeds(runs, mlflow_url):
     assert verdicts["probe"].subject.sha256 == verdicts["export"].subject.sha256
     assert {"skewgate.verdict_sha256.export", "skewgate.verdict_sha256.drift",
             "skewgate.drift.profile_uri"} <= set(version.tags)
+    # the INT8 model's calibration travels with the registered version
+    assert version.tags["skewgate.calibrate.status"] == "pass"
+    assert version.tags["skewgate.int8.sha256"] == verdicts["calibrate"].details["int8"]["sha256"]
+    assert verdicts["parity"].details["pairs"] == ["torch_vs_fp32", "fp32_vs_int8"]
 
 
 def test_defective_candidate_is_blocked_and_the_run_fails(runs, mlflow_url):
     run, _parent, verdicts = runs["defective"]
     assert not run.succeeded
-    assert _statuses(verdicts) == {"export": "fail", "drift": "pass", "parity": "fail", "probe": "pass",
-                                   "promote": "fail"}
+    assert _statuses(verdicts) == {"export": "fail", "calibrate": "pass", "drift": "pass", "parity": "fail",
+                                   "probe": "pass", "promote": "fail"}
     # parity names where the training-mode graph departs from the exported one
     assert "first divergence" in verdicts["parity"].message or verdicts["parity"].failed_checks
     assert "lint.batchnorm_eval_mode" in verdicts["promote"].message

@@ -19,9 +19,17 @@ def spec(tmp_path_factory):
 def test_pipeline_has_the_expected_tasks(spec):
     assert spec.pipeline_info.name == "skewgate-release-gate"
     tasks = spec.root.dag.tasks
-    assert set(tasks) == {"importer", "importer-2", "importer-3", "importer-4", "export-op", "drift-op",
-                          "parity-op", "triton-probe-op", "promote-op", "condition-1"}
-    assert sorted(tasks["promote-op"].dependent_tasks) == ["drift-op", "export-op", "parity-op", "triton-probe-op"]
+    assert set(tasks) == {"importer", "importer-2", "importer-3", "importer-4", "importer-5", "export-op",
+                          "calibrate-op", "drift-op", "parity-op", "triton-probe-op", "promote-op", "condition-1"}
+    assert sorted(tasks["promote-op"].dependent_tasks) == ["calibrate-op", "drift-op", "export-op", "parity-op",
+                                                           "triton-probe-op"]
+
+
+def test_parity_judges_the_calibrated_int8_model(spec):
+    tasks = spec.root.dag.tasks
+    int8 = tasks["parity-op"].inputs.artifacts["int8_model"].task_output_artifact
+    assert (int8.producer_task, int8.output_artifact_key) == ("calibrate-op", "int8_model")
+    assert tasks["calibrate-op"].inputs.artifacts["onnx_model"].task_output_artifact.producer_task == "export-op"
     probe_model = tasks["triton-probe-op"].inputs.artifacts["onnx_model"].task_output_artifact
     assert probe_model.producer_task == "export-op"
     assert tasks["drift-op"].inputs.artifacts["onnx_model"].task_output_artifact.producer_task == "export-op"
@@ -34,7 +42,8 @@ def test_promote_consumes_the_export_outputs(spec):
     assert artifacts["export_verdict"].task_output_artifact.output_artifact_key == "verdict"
     assert artifacts["drift_verdict"].task_output_artifact.producer_task == "drift-op"
     required = spec.root.dag.tasks["promote-op"].inputs.parameters["required_steps"]
-    assert required.runtime_value.constant.string_value == "export,drift,parity,probe"
+    assert required.runtime_value.constant.string_value == "export,calibrate,drift,parity,probe"
+    assert artifacts["calibrate_verdict"].task_output_artifact.producer_task == "calibrate-op"
     assert artifacts["parity_verdict"].task_output_artifact.producer_task == "parity-op"
     assert artifacts["probe_verdict"].task_output_artifact.producer_task == "triton-probe-op"
 
@@ -55,8 +64,8 @@ def test_refusal_branch_runs_gate_blocked(spec):
 
 def test_inputs_and_image(spec):
     params = spec.root.input_definitions.parameters
-    assert {"candidate_model", "eval_data", "reference_data", "current_data", "model_name", "mlflow_tracking_uri",
-            "alias", "triton_url"} <= set(params)
+    assert {"candidate_model", "eval_data", "calibration_data", "reference_data", "current_data", "model_name",
+            "mlflow_tracking_uri", "alias", "triton_url", "max_accuracy_drop"} <= set(params)
     assert params["alias"].default_value.string_value == "champion"
     images = {e.container.image for e in _executors(spec)}
     assert images == {"skewgate:0.1.0"}

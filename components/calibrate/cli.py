@@ -1,0 +1,64 @@
+"""`skewgate calibrate --onnx model.onnx --calibration CALIB.npz --eval EVAL.npz [--labels LABELS.npy]
+--out model.int8.onnx --report calib.json [--method auto|minmax|percentile|entropy|mse] [--max-accuracy-drop 0.01]`"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import get_args
+
+from skewgate.common.cli_support import add_common_args, run_step
+from skewgate.common.verdict import Verdict
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    from skewgate.calibrate.core import CalibrateOptions
+    from skewgate.calibrate.ranges import Method
+
+    defaults = CalibrateOptions()
+    parser = parser or argparse.ArgumentParser(prog="skewgate calibrate")
+    parser.description = ("Calibrate and quantise an ONNX model to INT8 (QDQ) in bounded memory, robust to "
+                          "activation outliers, and gate on the accuracy drop; layers that break the budget are "
+                          "kept in FP32 one at a time.")
+    parser.add_argument("--onnx", required=True, type=Path, help="the FP32 ONNX model")
+    parser.add_argument("--calibration", required=True, type=Path, help=".npz named as the model's inputs")
+    parser.add_argument("--eval", required=True, type=Path, dest="eval_data",
+                        help=".npz of eval inputs (a 'labels' array beside them is used as labels)")
+    parser.add_argument("--labels", type=Path, help=".npy of class indices for the eval inputs")
+    parser.add_argument("--out", required=True, type=Path, help="where to write the INT8 model")
+    parser.add_argument("--method", choices=get_args(Method), default=defaults.method,
+                        help="range per tensor (default: auto, the least expected quantisation error)")
+    parser.add_argument("--max-accuracy-drop", type=float, default=defaults.max_accuracy_drop,
+                        help="budget: accuracy points with labels, else top-1 disagreement (default: %(default)s)")
+    parser.add_argument("--max-fallback-layers", type=int, default=defaults.max_fallback_layers,
+                        help="most layers kept in FP32 while chasing the budget (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    parser.add_argument("--min-calibration-samples", type=int, default=defaults.min_calibration_samples)
+    parser.add_argument("--no-equalize", action="store_true", help="never rescale outlier channels")
+    parser.add_argument("--per-tensor-weights", action="store_true", help="per-tensor instead of per-channel")
+    parser.add_argument("--plot", type=Path, help="write calibration histograms and per-layer SQNR (PNG)")
+    parser.add_argument("--html", type=Path, help="write the HTML report")
+    add_common_args(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    args = build_parser(parser).parse_args(sys.argv[1:] if argv is None else argv)
+
+    def evaluate(run: object) -> Verdict:
+        from skewgate.calibrate.core import CalibrateOptions, calibrate
+        from skewgate.calibrate.pipeline_support import publish
+        from skewgate.common.mlflow_log import StepRun
+
+        options = CalibrateOptions(method=args.method, max_accuracy_drop=args.max_accuracy_drop,
+                                   max_fallback_layers=args.max_fallback_layers, batch_size=args.batch_size,
+                                   min_calibration_samples=args.min_calibration_samples,
+                                   equalize=not args.no_equalize, per_channel=not args.per_tensor_weights)
+        result = calibrate(onnx=args.onnx, calibration=args.calibration, eval_data=args.eval_data, out=args.out,
+                           labels=args.labels, options=options)
+        publish(result, run if isinstance(run, StepRun) else None, plot=args.plot, html=args.html,
+                plot_name=args.plot.name if args.plot else "", html_name=args.html.name if args.html else "")
+        return result.verdict
+
+    return run_step("calibrate", args, evaluate)

@@ -1,0 +1,65 @@
+"""Hand the chosen ranges to ONNX Runtime's QDQ quantiser: its quantisation, our calibration."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import onnx
+
+WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")  # an INT8 model without one of these gains nothing
+
+
+def op_types_to_quantize() -> list[str]:
+    """What `quantize_static` quantises by default: every op of ORT's QLinear and QDQ registries."""
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    return sorted(set(QLinearOpsRegistry) | set(QDQRegistry))
+
+
+def tensors_to_calibrate(model: onnx.ModelProto) -> list[str]:
+    """Float inputs and outputs of the ops ORT will quantise, as its own calibrators select them."""
+    import onnx
+
+    inferred = onnx.shape_inference.infer_shapes(model)
+    typed = {v.name: v for v in (*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input)}
+    initializers = {i.name for i in model.graph.initializer}
+    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16}
+    ops = set(op_types_to_quantize())
+    names: dict[str, None] = {}
+    for node in model.graph.node:
+        if node.op_type in ops:
+            for name in (*node.input, *node.output):
+                if name and name not in initializers and name in typed \
+                        and typed[name].type.tensor_type.elem_type in floats:
+                    names[name] = None
+    return list(names)
+
+
+def quantize(model: onnx.ModelProto, ranges: Mapping[str, tuple[float, float]], out: str | Path, *,
+             exclude: Collection[str] = (), per_channel: bool = True) -> Path:
+    """Write the QDQ INT8 model (INT8 activations and weights, per-channel weights by default)."""
+    from onnxruntime.quantization import QuantType
+    from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
+    from onnxruntime.quantization.qdq_quantizer import QDQQuantizer
+    from onnxruntime.quantization.quant_utils import save_and_reload_model_with_shape_infer
+
+    data = TensorsData(CalibrationMethod.MinMax, {
+        name: TensorData(lowest=np.float32(low), highest=np.float32(high)) for name, (low, high) in ranges.items()})
+    quantizer = QDQQuantizer(save_and_reload_model_with_shape_infer(model), per_channel, False, QuantType.QInt8,
+                             QuantType.QInt8, data, [], list(exclude), op_types_to_quantize(), {})
+    previous = logging.getLogger().level
+    logging.getLogger().setLevel(logging.ERROR)  # ORT logs a pre-processing hint on the root logger
+    try:
+        quantizer.quantize_model()
+    finally:
+        logging.getLogger().setLevel(previous)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    quantizer.model.save_model_to_file(str(out), False)
+    return out

@@ -1,0 +1,115 @@
+import numpy as np
+import onnx
+import pytest
+
+from skewgate.calibrate.core import CalibrateOptions, calibrate
+from skewgate.common.errors import InputError
+
+
+def run(calib, tmp_path, *, model="none", calibration="calibration", eval_data="eval", **options):
+    return calibrate(onnx=calib[model], calibration=calib[calibration], eval_data=calib[eval_data],
+                     out=tmp_path / "model.int8.onnx", options=CalibrateOptions(**options))
+
+
+def test_clean_model_passes_and_is_written_as_qdq(calib, tmp_path):
+    result = run(calib, tmp_path)
+    assert result.verdict.status == "pass", result.verdict.message
+    ops = {n.op_type for n in onnx.load(tmp_path / "model.int8.onnx").graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear", "Conv"} <= ops
+    assert result.verdict.details["accuracy"]["drop"] <= 0.01
+    assert result.verdict.details["excluded_nodes"] == []
+    assert result.layers and all(r["sqnr_db"] > 20 for r in result.layers)
+
+
+def test_outlier_channels_are_equalised_and_int8_keeps_top1(calib, tmp_path):
+    result = run(calib, tmp_path, model="outlier_channels")
+    assert result.verdict.status == "pass", result.verdict.message
+    [record] = result.verdict.details["equalization"]
+    assert record["channels_rescaled"] == 3 and record["channel_spread_before"] > 100
+    assert record["channel_spread_after"] < 3
+    assert result.verdict.check("equalization.fp32_unchanged").passed
+    assert result.verdict.details["logits"]["top1_agreement"] >= 0.99
+
+
+def test_outlier_channels_without_equalisation_miss_the_budget(calib, tmp_path):
+    result = run(calib, tmp_path, model="outlier_channels", equalize=False, max_fallback_layers=0)
+    assert result.verdict.status == "fail"
+    assert result.verdict.details["logits"]["top1_agreement"] < 0.9
+
+
+@pytest.mark.parametrize("method", ["auto", "minmax", "percentile", "entropy", "mse"])
+def test_corrupted_calibration_samples_never_set_a_range(calib, tmp_path, method):
+    result = run(calib, tmp_path, calibration="corrupted", method=method, max_fallback_layers=0)
+    assert result.verdict.details["logits"]["top1_agreement"] >= 0.99, method
+    x = next(t for t in result.tensors if t["tensor"] == "x")
+    assert x["set_aside_samples"] == [10, 60] and x["outlier"] and x["high"] < 10
+    assert x["extreme_samples"][:2] == [10, 60]
+    assert "x (max/p99.99" in result.verdict.check("outliers").detail
+
+
+def test_budget_loop_keeps_the_fragile_layer_in_fp32(calib, tmp_path):
+    result = run(calib, tmp_path, model="fragile_weights", eval_data="eval_fragile")
+    trials = result.trials
+    assert trials[0]["drop"] > 0.01 and trials[0]["excluded"] == []
+    assert trials[1]["excluded"] == ["node_conv2d_1"]  # the conv with the crushed weights goes first
+    assert result.verdict.status == "pass", result.verdict.message
+    assert trials[-1]["drop"] <= 0.01 + 1e-9 and result.verdict.details["excluded_nodes"] == trials[-1]["excluded"]
+    written = onnx.load(tmp_path / "model.int8.onnx")
+    conv = next(n for n in written.graph.node if n.name == "node_conv2d_1")
+    assert not any(i.endswith("_DequantizeLinear_Output") for i in conv.input[1:])  # FP32 weights
+    assert result.verdict.details["registry_tags"]["skewgate.int8.excluded_nodes"] == ",".join(trials[-1]["excluded"])
+
+
+def test_budget_never_met_fails_and_still_writes_the_best_model(calib, tmp_path):
+    result = run(calib, tmp_path, model="fragile_weights", eval_data="eval_fragile", max_fallback_layers=1)
+    assert result.verdict.status == "fail"
+    assert not result.verdict.check("accuracy_drop").passed
+    assert len(result.trials) == 2 and result.trials[1]["drop"] < result.trials[0]["drop"]
+    assert result.verdict.details["excluded_nodes"] == ["node_conv2d_1"]
+    assert (tmp_path / "model.int8.onnx").is_file()
+
+
+def test_eval_data_beyond_the_calibration_set_is_a_coverage_finding(calib, tmp_path):
+    wide = tmp_path / "wide.npz"
+    arrays = np.load(calib["eval"])
+    np.savez(wide, x=arrays["x"] * 3, labels=arrays["labels"])
+    result = calibrate(onnx=calib["none"], calibration=calib["calibration"], eval_data=wide,
+                       out=tmp_path / "m.onnx", options=CalibrateOptions(max_accuracy_drop=1.0))
+    coverage = result.verdict.check("coverage")
+    assert not coverage.passed and coverage.severity == "warn" and result.verdict.status == "warn"
+
+
+def test_too_few_calibration_samples(calib, tmp_path):
+    small = tmp_path / "small.npz"
+    np.savez(small, x=np.load(calib["calibration"])["x"][:8])
+    with pytest.raises(InputError, match=r"small.npz: expected at least 32 calibration samples, found 8"):
+        calibrate(onnx=calib["none"], calibration=small, eval_data=calib["eval"], out=tmp_path / "m.onnx")
+
+
+def test_calibration_inputs_must_match_the_model(calib, tmp_path):
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, pixels=np.load(calib["calibration"])["x"])
+    with pytest.raises(InputError, match=r"wrong.npz: x: expected model input float32\[N, 1, 8, 8\]"):
+        calibrate(onnx=calib["none"], calibration=wrong, eval_data=calib["eval"], out=tmp_path / "m.onnx")
+
+
+def test_labels_must_match_the_eval_set(calib, tmp_path):
+    labels = tmp_path / "labels.npy"
+    np.save(labels, np.zeros(3, np.int64))
+    with pytest.raises(InputError, match=r"labels.npy: labels: expected 200 integer class indices"):
+        calibrate(onnx=calib["none"], calibration=calib["calibration"], eval_data=calib["eval"],
+                  out=tmp_path / "m.onnx", labels=labels)
+
+
+def test_model_without_quantisable_op(tmp_path, calib):
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu-only",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1, 8, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, tmp_path / "relu.onnx")
+    with pytest.raises(InputError, match=r"relu.onnx: expected at least one quantisable op .* found op types"):
+        calibrate(onnx=tmp_path / "relu.onnx", calibration=calib["calibration"], eval_data=calib["eval"],
+                  out=tmp_path / "m.onnx")
