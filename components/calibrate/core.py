@@ -77,27 +77,8 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
     if not weighted:
         raise InputError(onnx, expected=f"at least one quantisable op ({', '.join(WEIGHTED_OPS)})",
                          found=f"op types {sorted({n.op_type for n in model.graph.node})}")
-    names = tensors_to_calibrate(model)
-    estimate = collect.memory_estimate(model, names, batch_size=options.batch_size, samples=samples)
-    log.info("calibrating %d tensors on %d samples; estimated memory beside the data: %.0f MiB", len(names),
-             samples, estimate / 2**20)
-
-    checks: list[Check] = []
-    pairs = equalizable_pairs(model) if options.equalize else []
-    first = collect.first_pass(collect.ActivationRunner(model, names), calib, names, batch_size=options.batch_size,
-                               channels={p.tensor for p in pairs})
-    target, rescaled = model, []
-    if pairs:
-        target, rescaled = equalize(model, pairs, {p.tensor: first[p.tensor].channel_absmax for p in pairs})
-    if rescaled:
-        checks.append(_equalization_check(model, target, calib, rescaled, options.batch_size))
-        first = collect.first_pass(collect.ActivationRunner(target, names), calib, names,
-                                   batch_size=options.batch_size, stage="calibration pass 1/2 (equalised model)")
-    bounds = {n: collect.robust_bounds(first[n]) for n in names}
-    hists = collect.second_pass(collect.ActivationRunner(target, names), calib, first, bounds,
-                                batch_size=options.batch_size)
-    ranges = {n: choose(hists[n], options.method) for n in names}
-    pairs_of_ranges = {n: (c.low, c.high) for n, c in ranges.items()}
+    found = calibrate_ranges(model, calib, options)
+    target, pairs_of_ranges, checks = found.model, found.pairs, list(found.checks)
 
     out = Path(out)
     quantize(target, pairs_of_ranges, out, per_channel=options.per_channel)
@@ -113,11 +94,11 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
         if excluded:  # the written model changed: its per-layer picture too
             final = evaluate(target, load_onnx(out), feeds, truth, batch_size=options.batch_size, layerwise=True)
 
-    tensors = _tensor_rows(names, first, bounds, hists, ranges, first_eval.uncovered, options)
+    tensors = _tensor_rows(found, first_eval.uncovered, options)
     checks += _checks(final, excluded, tensors, trials, options)
     details: dict[str, Any] = {
-        "method": options.method, "samples": samples, "memory_estimate_mib": estimate / 2**20,
-        "equalization": rescaled, "excluded_nodes": excluded, "trials": trials,
+        "method": options.method, "samples": samples, "memory_estimate_mib": found.memory_estimate / 2**20,
+        "equalization": found.rescaled, "excluded_nodes": excluded, "trials": trials,
         "accuracy": {"fp32": final.accuracy_fp32, "int8": final.accuracy_int8, "drop": final.drop},
         "logits": final.logits,
         "outliers": [t for t in tensors if t["outlier"]],
@@ -131,7 +112,52 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
     subject = Subject(artifact=str(onnx), sha256=sha256_file(onnx),
                       data={"calibration": sha256_file(calibration), "eval": sha256_file(eval_data)})
     return CalibrationResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), tensors, trials,
-                             final.layers, hists, ranges)
+                             final.layers, found.hists, found.ranges)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What the passes found: the model to quantise (equalised where needed), one range per tensor, the
+    statistics behind them, and the equalisation records and check."""
+
+    model: Any
+    names: list[str]
+    first: dict[str, collect.FirstPass]
+    bounds: dict[str, collect.Bounds]
+    hists: dict[str, collect.Histogram]
+    ranges: dict[str, Choice]
+    rescaled: list[dict[str, Any]]
+    checks: list[Check]
+    memory_estimate: int  # bytes, beside the calibration data
+
+    @property
+    def pairs(self) -> dict[str, tuple[float, float]]:
+        return {n: (c.low, c.high) for n, c in self.ranges.items()}
+
+
+def calibrate_ranges(model: Any, data: dict[str, np.ndarray], options: CalibrateOptions) -> Calibration:
+    """Steps 1–4: pass 1, equalisation (and its check), pass 2, a range per tensor."""
+    names = tensors_to_calibrate(model)
+    samples = len(next(iter(data.values())))
+    estimate = collect.memory_estimate(model, names, batch_size=options.batch_size, samples=samples)
+    log.info("calibrating %d tensors on %d samples; estimated memory beside the data: %.0f MiB", len(names),
+             samples, estimate / 2**20)
+    checks: list[Check] = []
+    pairs = equalizable_pairs(model) if options.equalize else []
+    first = collect.first_pass(collect.ExtremesRunner(model, names, {p.tensor for p in pairs}), data, names,
+                               batch_size=options.batch_size)
+    target, rescaled = model, list[dict[str, Any]]()
+    if pairs:
+        target, rescaled = equalize(model, pairs, {p.tensor: first[p.tensor].channel_absmax for p in pairs})
+    if rescaled:
+        checks.append(_equalization_check(model, target, data, rescaled, options.batch_size))
+        first = collect.first_pass(collect.ExtremesRunner(target, names), data, names,
+                                   batch_size=options.batch_size, stage="calibration pass 1/2 (equalised model)")
+    bounds = {n: collect.robust_bounds(first[n]) for n in names}
+    hists = collect.second_pass(collect.ActivationRunner(target, names), data, first, bounds,
+                                batch_size=options.batch_size)
+    ranges = {n: choose(hists[n], options.method) for n in names}
+    return Calibration(target, names, first, bounds, hists, ranges, rescaled, checks, estimate)
 
 
 def _inputs(path: str | Path, specs: list[Any]) -> list[np.ndarray]:
@@ -212,12 +238,11 @@ def _trial(index: int, excluded: list[str], result: Evaluation) -> dict[str, Any
             "accuracy_int8": result.accuracy_int8, "top1_agreement": result.logits.get("top1_agreement")}
 
 
-def _tensor_rows(names: list[str], first: dict[str, collect.FirstPass], bounds: dict[str, collect.Bounds],
-                 hists: dict[str, collect.Histogram], ranges: dict[str, Choice], uncovered: dict[str, float],
-                 options: CalibrateOptions) -> list[dict[str, Any]]:
+def _tensor_rows(found: Calibration, uncovered: dict[str, float], options: CalibrateOptions) -> list[dict[str, Any]]:
     rows = []
-    for name in names:
-        f, h, c = first[name], hists[name], ranges[name]
+    for name in found.names:
+        f, h, c = found.first[name], found.hists[name], found.ranges[name]
+        aside = found.bounds[name].set_aside
         absmax = max(abs(f.lowest), abs(f.highest))
         p9999 = _abs_quantile(h, 0.9999)
         ratio = absmax / p9999 if p9999 > 0 else (math.inf if absmax > 0 else 1.0)
@@ -227,8 +252,8 @@ def _tensor_rows(names: list[str], first: dict[str, collect.FirstPass], bounds: 
         rows.append({"tensor": name, "low": c.low, "high": c.high, "method": c.method, "min": f.lowest,
                      "max": f.highest, "max_over_p9999": ratio, "kurtosis": h.kurtosis, "clipped": c.clipped,
                      "eval_outside": uncovered.get(name), "uncovered_excess": excess,
-                     "extreme_samples": [int(i) for i in top], "set_aside_samples": list(bounds[name].set_aside),
-                     "outlier": bool(ratio >= options.outlier_ratio or bounds[name].set_aside)})
+                     "extreme_samples": [int(i) for i in top], "set_aside_samples": list(aside),
+                     "outlier": bool(ratio >= options.outlier_ratio or aside)})
     return rows
 
 

@@ -12,7 +12,8 @@ def fake_runner(feeds):
 
 
 def stats(data, batch_size, method="auto"):
-    first = collect.first_pass(fake_runner, {"x": data}, ["x", "y"], batch_size=batch_size)
+    first = collect.first_pass(lambda feeds: collect.extremes_of(fake_runner(feeds)), {"x": data}, ["x", "y"],
+                               batch_size=batch_size)
     bounds = {n: collect.robust_bounds(first[n]) for n in first}
     hists = collect.second_pass(fake_runner, {"x": data}, first, bounds, batch_size=batch_size)
     return bounds, hists, {n: choose(h, method) for n, h in hists.items()}
