@@ -52,6 +52,7 @@ bench: setup
 	$(BIN)/python benchmarks/drift_bench.py
 	$(BIN)/python benchmarks/probe_bench.py
 	$(BIN)/python benchmarks/parity_bench.py
+	$(BIN)/python benchmarks/calibrate_bench.py
 
 clean:
 	rm -rf $(VENV) $(WORK) local_outputs .triton
