@@ -102,13 +102,13 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
         "accuracy": {"fp32": final.accuracy_fp32, "int8": final.accuracy_int8, "drop": final.drop},
         "logits": final.logits,
         "outliers": [t for t in tensors if t["outlier"]],
-        "registry_tags": {"skewgate.int8.excluded_nodes": ",".join(excluded) or "none",
-                          "skewgate.int8.accuracy_drop": f"{final.drop:.4f}"},
+        "registry_tags": {"skewgate.calibrate.excluded_nodes": ",".join(excluded) or "none",
+                          "skewgate.calibrate.accuracy_drop": f"{final.drop:.4f}"},
     }
     # The subject is the FP32 model the gate judges (promote matches it against the file it promotes); the INT8
     # file it produced is recorded beside it.
     details["int8"] = {"path": str(out), "sha256": sha256_file(out)}
-    details["registry_tags"]["skewgate.int8.sha256"] = details["int8"]["sha256"]
+    details["registry_tags"]["skewgate.calibrate.int8_sha256"] = details["int8"]["sha256"]
     subject = Subject(artifact=str(onnx), sha256=sha256_file(onnx),
                       data={"calibration": sha256_file(calibration), "eval": sha256_file(eval_data)})
     return CalibrationResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), tensors, trials,

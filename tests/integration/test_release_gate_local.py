@@ -68,7 +68,7 @@ def test_good_candidate_is_promoted_and_the_run_succeeds(runs, mlflow_url):
             "skewgate.drift.profile_uri"} <= set(version.tags)
     # the INT8 model's calibration travels with the registered version
     assert version.tags["skewgate.calibrate.status"] == "pass"
-    assert version.tags["skewgate.int8.sha256"] == verdicts["calibrate"].details["int8"]["sha256"]
+    assert version.tags["skewgate.calibrate.int8_sha256"] == verdicts["calibrate"].details["int8"]["sha256"]
     assert verdicts["parity"].details["pairs"] == ["torch_vs_fp32", "fp32_vs_int8"]
 
 
@@ -95,7 +95,7 @@ def test_every_step_left_a_nested_run_with_metrics_and_artifacts(runs, mlflow_ur
         parent = runs[label][1]
         children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{parent}'")
         steps = {c.data.tags["skewgate.step"]: c for c in children}
-        assert set(steps) == {"export", "drift", "parity", "probe", "promote"}
+        assert set(steps) == {"export", "calibrate", "drift", "parity", "probe", "promote"}
         assert "export.outputs_match.linear" in steps["export"].data.metrics
         assert {a.path for a in client.list_artifacts(steps["export"].info.run_id)} >= {
             "export.verdict.json", "checks.json", "tensor_stats.json"}
@@ -103,6 +103,10 @@ def test_every_step_left_a_nested_run_with_metrics_and_artifacts(runs, mlflow_ur
         assert {a.path for a in client.list_artifacts(steps["drift"].info.run_id)} >= {
             "drift.verdict.json", "features.json", "coverage_heatmap.png", "drift_report.html", "profile"}
         assert "onnx" in {a.path for a in client.list_artifacts(steps["promote"].info.run_id)}
+        assert "calibrate.accuracy_drop" in steps["calibrate"].data.metrics
+        assert {a.path for a in client.list_artifacts(steps["calibrate"].info.run_id)} >= {
+            "calibrate.verdict.json", "calibration_tensors.json", "calibration_trials.json",
+            "calibration_histograms.png", "calibration_report.html"}
 
 
 def test_nightly_drift_tags_the_champion_and_fails_on_drift(runs, mlflow_url):
