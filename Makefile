@@ -5,8 +5,11 @@ BIN    := $(VENV)/bin
 WORK   ?= work
 # tritonserver (from the nvidia-pytriton wheel) and its backend's own Python environment live here
 export SKEWGATE_TRITON_HOME ?= $(CURDIR)/.triton
+# The component image; BASE_IMAGE defaults to one made here with debootstrap (no registry is reachable)
+IMAGE      ?= skewgate:0.1.0
+BASE_IMAGE ?= skewgate-base:bookworm
 
-.PHONY: setup triton demo test test-unit lint compile bench clean
+.PHONY: setup triton demo test test-unit lint compile bench clean images e2e-docker
 
 # torch is installed first and pinned: `pip install torch==2.13.0` takes the CPU build from this machine's
 # disk, where an unpinned torch would pull a multi-GB CUDA build.
@@ -53,6 +56,21 @@ bench: setup
 	$(BIN)/python benchmarks/probe_bench.py
 	$(BIN)/python benchmarks/parity_bench.py
 	$(BIN)/python benchmarks/calibrate_bench.py
+
+# Build the component image from a wheelhouse prepared here (the build needs no network); report its size.
+images: setup
+	docker/dockerd.sh $(WORK)/dockerd
+	@if [ "$(BASE_IMAGE)" = "skewgate-base:bookworm" ]; then docker/make_base.sh $(BASE_IMAGE) $(WORK)/images; fi
+	rm -rf $(WORK)/wheelhouse
+	docker/wheelhouse.sh $(WORK)/wheelhouse $(BIN)/pip
+	DOCKER_BUILDKIT=0 docker build --quiet --network host -f docker/Dockerfile \
+		--build-arg BASE_IMAGE=$(BASE_IMAGE) -t $(IMAGE) .
+	@docker image ls --format 'built {{.Repository}}:{{.Tag}}  {{.Size}}' $(IMAGE)
+	@docker image ls --format 'base  {{.Repository}}:{{.Tag}}  {{.Size}}' $(BASE_IMAGE)
+
+# The release gate through Docker: kfp.local.DockerRunner on the image, a real mlflow server, Triton inside.
+e2e-docker: images $(VENV)/.installed-test
+	SKEWGATE_IMAGE=$(IMAGE) $(BIN)/pytest -m docker tests/integration/test_release_gate_docker.py
 
 clean:
 	rm -rf $(VENV) $(WORK) local_outputs .triton

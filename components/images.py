@@ -1,6 +1,12 @@
-"""Which container image the KFP components run in. Set `SKEWGATE_IMAGE` when compiling for a cluster
-(`registry.example.com/skewgate:0.1.0@sha256:…`); kfp.local's SubprocessRunner ignores it."""
+"""Which container image the KFP components run in, read when the components are defined (compile time).
+
+`SKEWGATE_IMAGE` names it (`registry.example.com/ml/skewgate:0.1.0`; default `skewgate:0.1.0`, what `make images`
+builds); `SKEWGATE_IMAGE_DIGEST` (`sha256:…`), when known, pins it: the compiled pipeline then says
+`name:tag@sha256:…` and a cluster pulls exactly that build. kfp.local's SubprocessRunner ignores the image.
+"""
 
 import os
 
-IMAGE = os.environ.get("SKEWGATE_IMAGE", "skewgate:0.1.0")
+_name = os.environ.get("SKEWGATE_IMAGE", "skewgate:0.1.0")
+_digest = os.environ.get("SKEWGATE_IMAGE_DIGEST", "")
+IMAGE = f"{_name}@{_digest}" if _digest else _name

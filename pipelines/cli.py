@@ -1,5 +1,5 @@
-"""`skewgate pipeline compile|run|submit`: compile the pipelines to the YAML users upload in the KFP UI, run
-them locally with kfp.local, or submit them to a KFP API server.
+"""`skewgate pipeline compile|run|submit|schedule`: compile the pipelines to the YAML users upload in the KFP UI,
+run them locally with kfp.local, submit one to a KFP API server, or upload both and schedule the nightly drift.
 
 Pipeline arguments are `--param NAME=VALUE`; for `run --local`, a VALUE that names an existing file becomes its
 absolute path (kfp.local reads artifacts from local paths)."""
@@ -12,6 +12,8 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from skewgate import __version__
 
 PIPELINES = {
     "release-gate": "skewgate.pipelines.release_gate:release_gate",
@@ -40,9 +42,21 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     run.add_argument("--local", action="store_true", required=True, help="run with kfp.local (required)")
     run.add_argument("--pipeline", choices=sorted(PIPELINES), default="release-gate")
     run.add_argument("--pipeline-root", type=Path, default=Path("work/kfp"), help="default: work/kfp")
+    run.add_argument("--runner", choices=["subprocess", "docker"], default="subprocess",
+                     help="subprocess: steps in this Python; docker: steps in the component image (host network)")
 
     submit = sub.add_parser("submit", help="submit a run to a KFP API server (kfp.Client)")
     submit.add_argument("--host", required=True, help="KFP API endpoint, e.g. https://kubeflow.example/pipeline")
+    schedule = sub.add_parser("schedule", help="upload both pipelines and create the nightly drift recurring run")
+    schedule.add_argument("--host", required=True, help="KFP API endpoint, e.g. https://kubeflow.example/pipeline")
+    schedule.add_argument("--cron", default="0 0 2 * * *",
+                          help="six fields, seconds first (default: '0 0 2 * * *', 02:00 daily)")
+    schedule.add_argument("--experiment", default="skewgate")
+    schedule.add_argument("--namespace", help="KFP namespace (multi-user installations)")
+    schedule.add_argument("--version", default=__version__, help="pipeline version name prefix")
+    schedule.add_argument("--no-recurring-run", action="store_true", help="upload the pipelines only")
+    schedule.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                          help="nightly drift argument (serving_snapshot, model_name, mlflow_tracking_uri, alias)")
     submit.add_argument("--pipeline", choices=sorted(PIPELINES), default="release-gate")
     submit.add_argument("--experiment", default="skewgate")
     for action in (run, submit):
@@ -68,7 +82,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     from skewgate.common.cli_support import configure_logging
 
     configure_logging()
-    pipeline = load_pipeline(args.pipeline, local=args.action == "run")
+    pipeline = load_pipeline(args.pipeline, local=args.action == "run") if args.action != "schedule" else None
     if args.action == "compile":
         from kfp import compiler
 
@@ -80,17 +94,46 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         from skewgate.pipelines.local import run_locally
 
         try:
-            result = run_locally(pipeline, _params(args.param, local=True), pipeline_root=args.pipeline_root)
+            result = run_locally(pipeline, _params(args.param, local=True), pipeline_root=args.pipeline_root,
+                                 runner=args.runner)
         except TypeError as err:  # a missing or unknown pipeline argument
             print(f"skewgate pipeline run: {err}", file=sys.stderr)
             return 2
         print(f"{args.pipeline}: {'succeeded' if result.succeeded else 'FAILED'} (output: {result.output})",
               file=sys.stderr)
         return 0 if result.succeeded else 1
-    import kfp
+    if args.action == "schedule":
+        from skewgate.common.cli_support import EXIT_ERROR
+        from skewgate.common.errors import BackendError, SkewgateError
+        from skewgate.pipelines.schedule import Schedule, check_cron, schedule
 
-    client = kfp.Client(host=args.host)
+        try:
+            plan = Schedule(cron=check_cron(args.cron), params=_params(args.param, local=False),
+                            experiment=args.experiment, namespace=args.namespace, version=args.version,
+                            recurring=not args.no_recurring_run)
+            try:
+                client = _client(args.host)
+            except Exception as err:  # kfp.Client checks the API's health on construction
+                raise BackendError(f"KFP API at {args.host}: {type(err).__name__}: {err}") from err
+            run_id = schedule(client, plan, pipelines={name: load_pipeline(name) for name in PIPELINES})
+        except SkewgateError as err:
+            print(f"skewgate pipeline schedule: {err}", file=sys.stderr)
+            return EXIT_ERROR
+        print(run_id or "uploaded; no recurring run")
+        return 0
+    client = _client(args.host)
     run = client.create_run_from_pipeline_func(pipeline, arguments=_params(args.param, local=False),
                                                experiment_name=args.experiment)
     print(run.run_id)
     return 0
+
+
+def _client(host: str) -> Any:
+    """A KFP client; inside a cluster with a projected service-account token (the chart mounts one at
+    $KF_PIPELINES_SA_TOKEN_PATH), authenticated with it."""
+    import kfp
+    from kfp.client import ServiceAccountTokenVolumeCredentials
+
+    token_path = os.environ.get("KF_PIPELINES_SA_TOKEN_PATH")
+    credentials = ServiceAccountTokenVolumeCredentials(path=token_path) if token_path else None
+    return kfp.Client(host=host, credentials=credentials)

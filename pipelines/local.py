@@ -1,15 +1,24 @@
-"""Run a pipeline on this machine with `kfp.local.SubprocessRunner(use_venv=False)`: every step runs in a
-subprocess of the current Python, so skewgate must be installed here (the demo's virtual environment is)."""
+"""Run a pipeline on this machine with kfp.local.
+
+- `subprocess` (default): `SubprocessRunner(use_venv=False)`, every step in a subprocess of the current Python,
+  so skewgate must be installed here (the demo's virtual environment is).
+- `docker`: `DockerRunner`, every step in the component image (`make images`), with host networking — no bridge
+  network exists on these machines, and the steps reach MLflow and Triton on 127.0.0.1. kfp.local mounts only
+  the pipeline root into the containers, so input files must live under it.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+Runner = Literal["subprocess", "docker"]
 
 
 @dataclass(frozen=True)
@@ -20,16 +29,16 @@ class LocalRun:
 
 
 def run_locally(pipeline: Callable[..., Any], arguments: Mapping[str, Any], *, pipeline_root: Path,
-                log_file: Path | None = None) -> LocalRun:
+                log_file: Path | None = None, runner: Runner = "subprocess") -> LocalRun:
     """Run `pipeline` with `arguments`; a blocked gate fails the run (`succeeded=False`) rather than raising.
 
     kfp.local streams every task's log to stdout; with `log_file` that stream goes to the file instead.
     """
     from kfp import local
 
+    pipeline_root = pipeline_root.resolve()  # DockerRunner mounts it at the same absolute path
     pipeline_root.mkdir(parents=True, exist_ok=True)
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(pipeline_root),
-               raise_on_error=False)
+    local.init(runner=_runner(runner), pipeline_root=str(pipeline_root), raise_on_error=False)
     started_ms = int(time.time() * 1000)
     sink = log_file.open("a", encoding="utf-8") if log_file else None
     with contextlib.ExitStack() as stack, warnings.catch_warnings():
@@ -44,3 +53,14 @@ def run_locally(pipeline: Callable[..., Any], arguments: Mapping[str, Any], *, p
     # kfp.local returns no outputs for a failed run, and the pipeline's return value for a successful one.
     output = task.output if task.outputs else None
     return LocalRun(succeeded=output is not None, output=output, started_ms=started_ms)
+
+
+def _runner(kind: Runner) -> Any:
+    from kfp import local
+
+    if kind == "subprocess":
+        return local.SubprocessRunner(use_venv=False)
+    # The host's uid, so that the container can write the mounted pipeline root (on a cluster the image's own
+    # non-root user applies); HOME in /tmp, which any uid may write.
+    return local.DockerRunner(network_mode="host", user=f"{os.getuid()}:{os.getgid()}",
+                              environment={"HOME": "/tmp"})
