@@ -7,6 +7,7 @@ from pathlib import Path
 
 from skewgate.calibrate.core import CalibrateOptions, CalibrationResult, calibrate
 from skewgate.calibrate.report import histogram_plot, report_html
+from skewgate.common import publishing as shared
 from skewgate.common.mlflow_log import StepRun
 from skewgate.common.verdict import Verdict
 
@@ -21,16 +22,7 @@ def run_calibrate(run: StepRun | None, *, onnx: str, calibration: str, eval_data
 def publish(result: CalibrationResult, run: StepRun | None, *, plot: str | Path | None, html: str | Path | None,
             plot_name: str = "calibration_histograms.png", html_name: str = "calibration_report.html") -> None:
     """Write the picture and HTML where asked; with tracking, log them and the tables. CLI and component."""
-    if plot:
-        histogram_plot(result, plot)
-    if html:
-        Path(html).parent.mkdir(parents=True, exist_ok=True)
-        Path(html).write_text(report_html(result), encoding="utf-8")
-    if run is not None:
-        run.log_table("calibration_tensors.json", result.tensors)
-        run.log_table("calibration_trials.json", result.trials)
-        run.log_table("calibration_layers.json", result.layers)
-        if plot:
-            run.log_artifact_as(plot, plot_name)
-        if html:
-            run.log_artifact_as(html, html_name)
+    shared.publish(run, outputs=[(plot, plot_name, lambda path: histogram_plot(result, path)),
+                                 (html, html_name, shared.write_text(lambda: report_html(result)))],
+                   tables={"calibration_tensors.json": result.tensors, "calibration_trials.json": result.trials,
+                           "calibration_layers.json": result.layers})

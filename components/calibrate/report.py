@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from skewgate.calibrate.core import CalibrationResult
+from skewgate.common.publishing import html_page
 
 PANELS = 6
 
@@ -53,19 +54,13 @@ def histogram_plot(result: CalibrationResult, path: str | Path) -> Path:
 
 
 def report_html(result: CalibrationResult) -> str:
-    verdict = result.verdict
-    checks = "".join(f"<li><b>{html.escape(c.name)}</b>: {'ok' if c.passed else c.severity.upper()} — "
-                     f"{html.escape(c.detail)}</li>" for c in verdict.checks)
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>skewgate calibrate</title><style>"
-            "body{font-family:sans-serif}td,th{padding:2px 6px;font-size:12px}</style></head><body>"
-            f"<h1>calibrate: {verdict.status.upper()}</h1><p>{html.escape(verdict.message)}</p><ul>{checks}</ul>"
-            + _table("accuracy-budget trials", result.trials, ["trial", "excluded", "drop", "accuracy_int8",
-                                                               "top1_agreement"])
-            + _table("tensors", result.tensors, ["tensor", "method", "low", "high", "min", "max", "max_over_p9999",
-                                                 "kurtosis", "clipped", "eval_outside", "set_aside_samples",
-                                                 "outlier"])
-            + _table("per-layer SQNR", result.layers, ["value", "op", "module", "sqnr_db", "introduced_db"])
-            + "</body></html>")
+    return html_page(result.verdict, (
+        _table("accuracy-budget trials", result.trials, ["trial", "excluded", "drop", "accuracy_int8",
+                                                         "top1_agreement"])
+        + _table("tensors", result.tensors, ["tensor", "method", "low", "high", "min", "max", "max_over_p9999",
+                                             "kurtosis", "clipped", "eval_outside", "set_aside_samples",
+                                             "outlier"])
+        + _table("per-layer SQNR", result.layers, ["value", "op", "module", "sqnr_db", "introduced_db"])))
 
 
 def _table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> str:

@@ -11,6 +11,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+from skewgate.common import publishing as shared
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.mlflow_log import MlflowRegistry, StepRun
@@ -27,17 +28,9 @@ def publish(result: DriftResult, run: StepRun | None, *, heatmap: str | Path | N
             heatmap_name: str = "coverage_heatmap.png", html_name: str = "drift_report.html") -> None:
     """Write the heatmap and HTML report where asked; with tracking, log them (under the given names) and the
     per-feature table to the step run. Shared by the CLI and the components."""
-    if heatmap:
-        heatmap_png(result, heatmap)
-    if html:
-        Path(html).parent.mkdir(parents=True, exist_ok=True)
-        Path(html).write_text(report_html(result), encoding="utf-8")
-    if run is not None:
-        run.log_table("features.json", result.features)
-        if heatmap:
-            run.log_artifact_as(heatmap, heatmap_name)
-        if html:
-            run.log_artifact_as(html, html_name)
+    shared.publish(run, tables={"features.json": result.features}, outputs=[
+        (heatmap, heatmap_name, lambda path: heatmap_png(result, path)),
+        (html, html_name, shared.write_text(lambda: report_html(result)))])
 
 
 def run_drift(run: StepRun | None, *, reference: str, current: str, model: str, options: DriftOptions,

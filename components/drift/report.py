@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from skewgate.common.publishing import html_page
 from skewgate.drift.core import DriftResult
 
 BINS = ["<min", *[f"D{i}" for i in range(1, 11)], ">max", "NaN"]
@@ -57,17 +58,11 @@ def report_html(result: DriftResult) -> str:
     table = [f"<tr><td>{html.escape(str(r['feature']))}</td><td>{r['test']}</td><td>{_fmt(r['statistic'])}</td>"
              f"<td>{_fmt(r['pvalue'])}</td><td>{_fmt(r['adjusted_pvalue'])}</td><td>{'yes' if r['drifted'] else ''}"
              f"</td></tr>" for r in result.features[:200]]
-    checks = "".join(f"<li><b>{html.escape(c.name)}</b>: {'ok' if c.passed else 'FLAGGED'} — "
-                     f"{html.escape(c.detail)}</li>" for c in verdict.checks)
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>skewgate drift</title><style>"
-        "body{font-family:sans-serif}td,th{padding:2px 6px;font-size:12px;text-align:right}</style></head><body>"
-        f"<h1>drift: {verdict.status.upper()}</h1><p>{html.escape(verdict.message)}</p><ul>{checks}</ul>"
-        f"<h2>Coverage of the reference deciles (redder = further from 0.10)</h2><table><tr><th></th>"
+    return html_page(verdict, (
+        "<h2>Coverage of the reference deciles (redder = further from 0.10)</h2><table><tr><th></th>"
         + "".join(f"<th>{b}</th>" for b in BINS) + "</tr>" + "".join(cells) + "</table>"
         "<h2>Per-feature tests</h2><table><tr><th>feature</th><th>test</th><th>statistic</th><th>p</th>"
-        "<th>adjusted p</th><th>drifted</th></tr>" + "".join(table) + "</table></body></html>"
-    )
+        "<th>adjusted p</th><th>drifted</th></tr>" + "".join(table) + "</table>"), cell_align="right")
 
 
 def _fmt(value: float | None) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from skewgate.common import publishing as shared
 from skewgate.common.mlflow_log import StepRun
 from skewgate.common.verdict import Verdict
 from skewgate.parity.core import ParityOptions, ParityResult, parity
@@ -24,15 +25,6 @@ def publish(result: ParityResult, run: StepRun | None, *, plot: str | Path | Non
             plot_name: str = "layer_errors.png", html_name: str = "parity_report.html") -> None:
     """Write the per-layer plot and HTML report where asked; with tracking, log them (under the given names) and
     the per-layer tables to the step run. Shared by the CLI and the component."""
-    if plot:
-        layer_plot(result, plot)
-    if html:
-        Path(html).parent.mkdir(parents=True, exist_ok=True)
-        Path(html).write_text(report_html(result), encoding="utf-8")
-    if run is not None:
-        for pair, rows in result.layers.items():
-            run.log_table(f"layers_{pair}.json", rows)
-        if plot:
-            run.log_artifact_as(plot, plot_name)
-        if html:
-            run.log_artifact_as(html, html_name)
+    shared.publish(run, tables={f"layers_{pair}.json": rows for pair, rows in result.layers.items()}, outputs=[
+        (plot, plot_name, lambda path: layer_plot(result, path)),
+        (html, html_name, shared.write_text(lambda: report_html(result)))])

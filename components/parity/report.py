@@ -6,6 +6,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from skewgate.common.publishing import html_page
 from skewgate.parity.core import FP32, INT8, ParityResult
 
 
@@ -53,9 +54,6 @@ def layer_plot(result: ParityResult, path: str | Path) -> Path:
 
 
 def report_html(result: ParityResult) -> str:
-    verdict = result.verdict
-    checks = "".join(f"<li><b>{html.escape(c.name)}</b>: {'ok' if c.passed else 'FAILED'} — "
-                     f"{html.escape(c.detail)}</li>" for c in verdict.checks)
     tables = []
     for pair, rows in result.layers.items():
         body = "".join(
@@ -65,10 +63,7 @@ def report_html(result: ParityResult) -> str:
             for r in rows)
         tables.append(f"<h2>{pair}</h2><table><tr><th>depth</th><th>value</th><th>module</th><th>op</th>"
                       f"<th>max |err|</th><th>err/tol</th><th>SQNR dB</th></tr>{body}</table>")
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>skewgate parity</title><style>"
-            "body{font-family:sans-serif}td,th{padding:2px 6px;font-size:12px}</style></head><body>"
-            f"<h1>parity: {verdict.status.upper()}</h1><p>{html.escape(verdict.message)}</p><ul>{checks}</ul>"
-            + "".join(tables) + "</body></html>")
+    return html_page(result.verdict, "".join(tables))
 
 
 def _fmt(value: Any) -> str:
