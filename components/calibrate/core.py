@@ -96,19 +96,20 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
 
     tensors = _tensor_rows(found, first_eval.uncovered, options)
     checks += _checks(final, excluded, tensors, trials, options)
+    int8_sha256 = sha256_file(out)
     details: dict[str, Any] = {
         "method": options.method, "samples": samples, "memory_estimate_mib": found.memory_estimate / 2**20,
         "equalization": found.rescaled, "excluded_nodes": excluded, "trials": trials,
         "accuracy": {"fp32": final.accuracy_fp32, "int8": final.accuracy_int8, "drop": final.drop},
         "logits": final.logits,
         "outliers": [t for t in tensors if t["outlier"]],
+        "int8": {"path": str(out), "sha256": int8_sha256},
         "registry_tags": {"skewgate.calibrate.excluded_nodes": ",".join(excluded) or "none",
-                          "skewgate.calibrate.accuracy_drop": f"{final.drop:.4f}"},
+                          "skewgate.calibrate.accuracy_drop": f"{final.drop:.4f}",
+                          "skewgate.calibrate.int8_sha256": int8_sha256},
     }
     # The subject is the FP32 model the gate judges (promote matches it against the file it promotes); the INT8
-    # file it produced is recorded beside it.
-    details["int8"] = {"path": str(out), "sha256": sha256_file(out)}
-    details["registry_tags"]["skewgate.calibrate.int8_sha256"] = details["int8"]["sha256"]
+    # file it produced is in the details and the registry tags.
     subject = Subject(artifact=str(onnx), sha256=sha256_file(onnx),
                       data={"calibration": sha256_file(calibration), "eval": sha256_file(eval_data)})
     return CalibrationResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), tensors, trials,
