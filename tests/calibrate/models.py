@@ -13,6 +13,8 @@ from torch import nn
 from skewgate.export.core import export_model
 
 SHAPE = (1, 8, 8)
+TRAIN = 1400
+FRAGILE = {"fragile_weights": 8.0, "very_fragile_weights": 12.0}  # conv2's one large weight
 
 
 class SmallCNN(nn.Module):
@@ -30,45 +32,47 @@ class SmallCNN(nn.Module):
 
 
 @functools.cache
-def trained(steps: int = 150) -> SmallCNN:
-    """SmallCNN fitted to a fixed random linear teacher: decisive logits, as a trained classifier has."""
+def digits() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's bundled 8×8 digits (no download) in [0, 1], in a fixed shuffled order: the first 1,400
+    train the model and calibrate it, the rest (397) evaluate it."""
+    from sklearn.datasets import load_digits
+
+    loaded = load_digits()
+    order = np.random.default_rng(0).permutation(len(loaded.images))
+    return (loaded.images[order] / 16.0).astype(np.float32)[:, None], loaded.target[order].astype(np.int64)
+
+
+@functools.cache
+def trained(epochs: int = 10) -> SmallCNN:
+    """SmallCNN trained on the digits: a decisive classifier, as a model headed for INT8 is."""
     torch.manual_seed(0)
     model = SmallCNN()
-    teacher = torch.randn(int(np.prod(SHAPE)), 10)
+    images, labels = digits()
+    x, y = torch.from_numpy(images[:TRAIN]), torch.from_numpy(labels[:TRAIN])
     optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
-    x = torch.from_numpy(data(100, 2048))
-    y = (x.flatten(1) @ teacher).argmax(1)
-    for step in range(steps):
-        batch = slice((step * 128) % 2048, (step * 128) % 2048 + 128)
-        optimiser.zero_grad()
-        torch.nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
-        optimiser.step()
+    for epoch in range(epochs):
+        for batch in torch.randperm(TRAIN, generator=torch.Generator().manual_seed(epoch)).split(64):
+            optimiser.zero_grad()
+            torch.nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
+            optimiser.step()
     return model.eval()
-
-
-def data(seed: int, samples: int) -> np.ndarray:
-    """Images with structure (smooth blobs plus noise), so that the classes the model sees are not all ties."""
-    rng = np.random.default_rng(seed)
-    base = rng.normal(size=(samples, *SHAPE)).astype(np.float32)
-    blur = (base + np.roll(base, 1, -1) + np.roll(base, 1, -2)) / 3
-    return (blur + 0.1 * rng.normal(size=blur.shape)).astype(np.float32)
 
 
 def build(directory: Path, *, hazard: str = "none", name: str = "model") -> Path:
     """An exported ONNX model. `outlier_channels`: channels 0–2 of conv1 carry activations ~300× the rest (the
-    FP32 function unchanged: conv2 takes the scale back). `fragile_weights`: conv2 has one huge weight per
-    output channel, so per-channel INT8 weights crush the rest of that channel."""
+    FP32 function unchanged: conv2 takes the scale back). `fragile_weights` (and `very_fragile_weights`): conv2
+    has one large weight per output channel, so per-channel INT8 weights crush the rest of that channel."""
     model = copy.deepcopy(trained())  # the hazards below edit weights in place
     with torch.no_grad():
         if hazard == "outlier_channels":
             model.conv1.weight[:3] *= 300
             model.conv1.bias[:3] *= 300
             model.conv2.weight[:, :3] /= 300
-        elif hazard == "fragile_weights":
-            model.conv2.weight.view(16, -1)[:, 0] = 40.0  # one weight per output channel
+        elif hazard in FRAGILE:
+            model.conv2.weight.view(16, -1)[:, 0] = FRAGILE[hazard]  # one large weight per output channel
         elif hazard != "none":
             raise ValueError(hazard)
-    x = data(0, 8)
+    x = digits()[0][:8]
     program = torch.export.export(model, (torch.from_numpy(x),),
                                   dynamic_shapes={"x": {0: torch.export.Dim("batch", min=1, max=4096)}})
     pt2, examples = directory / f"{name}.pt2", directory / f"{name}.examples.npz"
@@ -80,19 +84,20 @@ def build(directory: Path, *, hazard: str = "none", name: str = "model") -> Path
     return out
 
 
-def labelled_eval(model: Path, path: Path, *, seed: int = 1, samples: int = 200) -> Path:
-    """Eval inputs with the FP32 model's own argmax as labels (so FP32 accuracy is 100%)."""
+def labelled_eval(model: Path, path: Path) -> Path:
+    """The held-out digits with the FP32 model's own argmax as labels (so FP32 accuracy is 100%)."""
     import onnxruntime as ort
 
-    x = data(seed, samples)
+    x = digits()[0][TRAIN:]
     logits = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.savez(path, x=x, labels=logits.argmax(1).astype(np.int64))
     return path
 
 
-def calibration_set(path: Path, *, samples: int = 256, corrupted: int = 0, seed: int = 2) -> Path:
-    x = data(seed, samples)
-    for i in range(corrupted):  # a few pixels at ±1000 in `corrupted` samples
+def calibration_set(path: Path, *, samples: int = 256, corrupted: int = 0) -> Path:
+    """Training digits; `corrupted` of them with a few pixels at ±1000."""
+    x = digits()[0][:samples].copy()
+    for i in range(corrupted):
         x[10 + 50 * i, 0, 2:4, 2:4] = 1000.0 * (-1) ** i
     np.savez(path, x=x)
     return path

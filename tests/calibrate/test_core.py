@@ -34,7 +34,7 @@ def test_outlier_channels_are_equalised_and_int8_keeps_top1(calib, tmp_path):
 def test_outlier_channels_without_equalisation_miss_the_budget(calib, tmp_path):
     result = run(calib, tmp_path, model="outlier_channels", equalize=False, max_fallback_layers=0)
     assert result.verdict.status == "fail"
-    assert result.verdict.details["logits"]["top1_agreement"] < 0.9
+    assert result.verdict.details["logits"]["top1_agreement"] < 0.95
 
 
 @pytest.mark.parametrize("method", ["auto", "minmax", "percentile", "entropy", "mse"])
@@ -62,11 +62,15 @@ def test_budget_loop_keeps_the_fragile_layer_in_fp32(calib, tmp_path):
 
 
 def test_budget_never_met_fails_and_still_writes_the_best_model(calib, tmp_path):
-    result = run(calib, tmp_path, model="fragile_weights", eval_data="eval_fragile", max_fallback_layers=1)
+    result = run(calib, tmp_path, model="very_fragile_weights", eval_data="eval_very_fragile",
+                 max_accuracy_drop=0.005)
     assert result.verdict.status == "fail"
     assert not result.verdict.check("accuracy_drop").passed
-    assert len(result.trials) == 2 and result.trials[1]["drop"] < result.trials[0]["drop"]
-    assert result.verdict.details["excluded_nodes"] == ["node_conv2d_1"]
+    drops = [t["drop"] for t in result.trials]
+    assert len(drops) >= 2 and min(drops) < drops[0] and min(drops) > 0.005
+    best = min(result.trials, key=lambda t: t["drop"])
+    assert result.verdict.details["excluded_nodes"] == best["excluded"] and best["excluded"][0] == "node_conv2d_1"
+    assert result.verdict.details["accuracy"]["drop"] == best["drop"]  # the written model is the best one
     assert (tmp_path / "model.int8.onnx").is_file()
 
 
@@ -97,7 +101,7 @@ def test_calibration_inputs_must_match_the_model(calib, tmp_path):
 def test_labels_must_match_the_eval_set(calib, tmp_path):
     labels = tmp_path / "labels.npy"
     np.save(labels, np.zeros(3, np.int64))
-    with pytest.raises(InputError, match=r"labels.npy: labels: expected 200 integer class indices"):
+    with pytest.raises(InputError, match=r"labels.npy: labels: expected 397 integer class indices"):
         calibrate(onnx=calib["none"], calibration=calib["calibration"], eval_data=calib["eval"],
                   out=tmp_path / "m.onnx", labels=labels)
 
