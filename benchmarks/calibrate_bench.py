@@ -23,17 +23,14 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from parity_bench import PEAK_MIB  # benchmarks/ is on sys.path when this file runs
 
 SIZES = (32, 128, 512)
 STEPS = 10  # epochs
 REPEATS = 5
 
-CHILD = '''
+CHILD = PEAK_MIB + '''
 import json, sys, time
-def peak_mib():  # VmHWM: the peak of this process's own memory (ru_maxrss carries the forking parent's over exec)
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
 import numpy as np
 import onnx
 mode, model_path, data_path, out = sys.argv[1:5]

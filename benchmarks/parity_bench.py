@@ -54,12 +54,17 @@ class ResNetish(nn.Module):
         return self.head(self.layers(self.stem(x)).mean((2, 3)))
 '''
 
-CHILD = '''
-import json, sys, time
-def peak_mib():  # VmHWM: the peak of this process's own memory (ru_maxrss carries the forking parent's over exec)
+# Shared by the benchmarks' child scripts: VmHWM is the peak of the process's own memory (ru_maxrss carries the
+# forking parent's peak across exec).
+PEAK_MIB = '''
+def peak_mib():
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
+'''
+
+CHILD = PEAK_MIB + '''
+import json, sys, time
 import numpy as np
 mode, pt2, onnx_path, inputs = sys.argv[1:5]
 started = time.perf_counter()

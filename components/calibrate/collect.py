@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from skewgate.common.runtime import run_by_name, session
 from skewgate.parity.layers import with_intermediates
 
 if TYPE_CHECKING:
@@ -65,12 +66,17 @@ class Histogram:
         return np.linspace(self.low, self.high, BINS + 1)
 
     @property
+    def centres(self) -> np.ndarray:
+        edges = self.edges
+        return (edges[:-1] + edges[1:]) / 2
+
+    @property
     def kurtosis(self) -> float:
         """Pearson kurtosis (3 for a Gaussian) of the binned values; set-aside samples' values are not in it."""
         n = int(self.counts.sum())
         if not n:
             return 0.0
-        centres = (self.edges[:-1] + self.edges[1:]) / 2
+        centres = self.centres
         mean = float(np.dot(self.counts, centres)) / n
         squared = (centres - mean) ** 2
         variance = float(np.dot(self.counts, squared)) / n
@@ -94,19 +100,12 @@ class ActivationRunner:
     """Runs an ONNX model with the chosen tensors exposed as outputs; graph inputs come from the feeds."""
 
     def __init__(self, model: onnx.ModelProto, names: Collection[str]) -> None:
-        import onnxruntime as ort
-
         inputs = {i.name for i in model.graph.input}
-        self.inner = [n for n in names if n not in inputs]
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        self.session = ort.InferenceSession(with_intermediates(model, self.inner).SerializeToString(), options,
-                                            providers=["CPUExecutionProvider"])
-        self.exposed = [o.name for o in self.session.get_outputs()]
+        self.session = session(with_intermediates(model, [n for n in names if n not in inputs]))
         self.names = list(names)
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        produced = dict(zip(self.exposed, self.session.run(None, feeds), strict=True))
+        produced = run_by_name(self.session, feeds)
         return {n: feeds[n] if n in feeds else produced[n] for n in self.names if n in feeds or n in produced}
 
 
@@ -132,7 +131,6 @@ class ExtremesRunner:
 
     def __init__(self, model: onnx.ModelProto, names: Collection[str], channels: Collection[str] = ()) -> None:
         import onnx
-        import onnxruntime as ort
         from onnx import helper
 
         copy = onnx.shape_inference.infer_shapes(model)
@@ -159,15 +157,10 @@ class ExtremesRunner:
                     copy.graph.node.append(helper.make_node(op, [source], [out], keepdims=0, axes=axes))
                 copy.graph.output.append(helper.make_tensor_value_info(out, typed[name].type.tensor_type.elem_type,
                                                                        None))
-        exposed = with_intermediates(copy, self.whole) if self.whole else copy
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        self.session = ort.InferenceSession(exposed.SerializeToString(), options,
-                                            providers=["CPUExecutionProvider"])
-        self.outputs = [o.name for o in self.session.get_outputs()]
+        self.session = session(with_intermediates(copy, self.whole) if self.whole else copy)
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> Extremes:
-        produced = dict(zip(self.outputs, self.session.run(None, feeds), strict=True))
+        produced = run_by_name(self.session, feeds)
         out: Extremes = {name: (produced[f"{name}::min"], produced[f"{name}::max"], produced.get(f"{name}::channels"))
                          for name in self.reduced}
         whole = {n: feeds[n] if n in feeds else produced[n] for n in self.whole if n in feeds or n in produced}

@@ -28,6 +28,7 @@ from skewgate.calibrate.ranges import Choice, Method, choose
 from skewgate.common.compare import Tolerance
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.runtime import session
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.parity.errors import RunningError
 
@@ -188,10 +189,7 @@ def _labels(path: str | Path | None, arrays: dict[str, np.ndarray], eval_data: s
 def _equalization_check(original: Any, rescaled: Any, data: dict[str, np.ndarray], records: list[dict],
                         batch_size: int) -> Check:
     """The rescaled FP32 model must compute what the original does (parity rules on the outputs)."""
-    import onnxruntime as ort
-
-    sessions = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-                for m in (original, rescaled)]
+    sessions = [session(m) for m in (original, rescaled)]
     errors = [RunningError(EQUALIZATION_TOLERANCE) for _ in original.graph.output]
     rng = np.random.default_rng(0)
     for _start, feeds in collect.batches({k: v[:256] for k, v in data.items()}, batch_size,
@@ -260,8 +258,7 @@ def _tensor_rows(found: Calibration, uncovered: dict[str, float], options: Calib
 
 def _abs_quantile(hist: collect.Histogram, q: float) -> float:
     """|x| quantile from the histogram; values beyond its range count at its edges."""
-    edges = hist.edges
-    centres = np.abs((edges[:-1] + edges[1:]) / 2)
+    centres = np.abs(hist.centres)
     order = np.argsort(centres, kind="stable")
     index = int(np.searchsorted(np.cumsum(hist.counts[order]), q * hist.total))
     if index >= len(order):  # the quantile lies among the values beyond the range

@@ -14,6 +14,7 @@ import numpy as np
 from skewgate.calibrate.collect import batches
 from skewgate.calibrate.quantize import WEIGHTED_OPS
 from skewgate.common.compare import Tolerance
+from skewgate.common.runtime import run_by_name, session
 from skewgate.parity.core import quantized_counterparts
 from skewgate.parity.errors import RunningError, logit_agreement
 from skewgate.parity.layers import onnx_values, with_intermediates
@@ -40,19 +41,18 @@ def evaluate(fp32: onnx.ModelProto, int8: onnx.ModelProto, data: Mapping[str, np
     values = onnx_values(fp32)
     pairs: dict[str, str] = {}  # INT8 value → FP32 value
     if layerwise:
-        pairs = quantized_counterparts(values, onnx_values(int8))
-        for graph_input in data:  # the input's own quantisation error
-            if f"{graph_input}_DequantizeLinear_Output" in {o for n in int8.graph.node for o in n.output}:
-                pairs[f"{graph_input}_DequantizeLinear_Output"] = graph_input
+        # node outputs, and the graph inputs too: their own quantisation error
+        pairs = quantized_counterparts([*data, *values], onnx_values(int8))
     fp32_names = sorted({*pairs.values(), *(ranges or {})} - set(data)) if layerwise else []
-    fp32_run = _session(with_intermediates(fp32, fp32_names) if layerwise else fp32)
-    int8_run = _session(with_intermediates(int8, [p for p in pairs if p not in data]) if layerwise else int8)
+    fp32_session = session(with_intermediates(fp32, fp32_names) if layerwise else fp32, arena=not layerwise)
+    int8_session = session(with_intermediates(int8, [p for p in pairs if p not in data]) if layerwise else int8,
+                           arena=not layerwise)
     errors: dict[str, RunningError] = {}
     outside: dict[str, list[int]] = {}  # tensor → [out of range, total]
     rng = np.random.default_rng(0)
     reference, candidate = [], []
     for _start, feeds in batches(data, batch_size, stage="evaluation FP32 vs INT8"):
-        a, b = {**feeds, **fp32_run(feeds)}, {**feeds, **int8_run(feeds)}
+        a, b = {**feeds, **run_by_name(fp32_session, feeds)}, {**feeds, **run_by_name(int8_session, feeds)}
         reference.append(a[output])
         candidate.append(b[output])
         for int8_name, name in pairs.items():
@@ -75,17 +75,6 @@ def evaluate(fp32: onnx.ModelProto, int8: onnx.ModelProto, data: Mapping[str, np
         drop = 1.0 - logits.get("top1_agreement", 1.0)
     return Evaluation(drop, acc_fp32, acc_int8, logits, _layer_rows(values, errors, data),
                       {k: v[0] / max(v[1], 1) for k, v in outside.items()})
-
-
-def _session(model: onnx.ModelProto) -> Any:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.enable_cpu_mem_arena = False
-    options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    return lambda feeds: dict(zip(names, session.run(None, feeds), strict=True))
 
 
 def _layer_rows(values: Mapping[str, Any], errors: Mapping[str, RunningError],

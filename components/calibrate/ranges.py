@@ -42,8 +42,7 @@ def choose(hist: Histogram, method: Method = "auto") -> Choice:
 def expected_error(hist: Histogram, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """Mean squared error per value for each candidate range, from bin centres: step²/12 inside the range,
     the squared distance to the range's edge outside it (prefix sums make each candidate O(1))."""
-    edges = hist.edges
-    centres = (edges[:-1] + edges[1:]) / 2
+    centres = hist.centres
     counts = hist.counts.astype(np.float64)
     s0, s1, s2 = (np.concatenate([[0.0], np.cumsum(counts * centres**k)]) for k in range(3))
     lo, hi = np.minimum(low, 0.0), np.maximum(high, 0.0)
@@ -57,8 +56,7 @@ def expected_error(hist: Histogram, low: np.ndarray, high: np.ndarray) -> np.nda
 
 
 def clipped_fraction(hist: Histogram, low: float, high: float) -> float:
-    edges = hist.edges
-    centres = (edges[:-1] + edges[1:]) / 2
+    centres = hist.centres
     outside = int(hist.counts[(centres < low) | (centres > high)].sum()) + hist.below + hist.above
     return outside / max(hist.total, 1)
 
@@ -83,8 +81,7 @@ def _mse(hist: Histogram) -> tuple[float, float]:
 def _entropy(hist: Histogram) -> tuple[float, float]:
     """The magnitude threshold that minimises KL(P ‖ Q) between the clipped distribution and its quantised
     version (the TensorRT procedure), searched over the histogram's bins."""
-    edges = hist.edges
-    centres = np.abs((edges[:-1] + edges[1:]) / 2)
+    centres = np.abs(hist.centres)
     top = max(abs(hist.low), abs(hist.high))
     magnitudes, mag_edges = np.histogram(centres, bins=len(centres), range=(0.0, top), weights=hist.counts)
     magnitudes[0] = 0  # exact zeros (most of a ReLU's output) say nothing about where to clip

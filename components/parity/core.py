@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from skewgate.common.batching import batch_invariance
 from skewgate.common.compare import Tolerance
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.runtime import run_by_name, session
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.parity.errors import RunningError, logit_agreement
 from skewgate.parity.layers import OnnxValue, TorchRecorder, onnx_values, torch_counterparts, with_intermediates
@@ -61,8 +62,6 @@ class ParityResult:
 def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int8: str | Path | None = None,
            triton_url: str | None = None, triton_model: str | None = None,
            options: ParityOptions = ParityOptions()) -> ParityResult:
-    import onnxruntime as ort
-
     from skewgate.export.core import load_program
 
     started = time.perf_counter()
@@ -89,8 +88,8 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     # cannot optimise an exposed value away, so that copy may compute differently (e.g. a Dropout node left in
     # training mode, which ORT drops from the deployed graph, runs in it) — a finding, not noise, but never
     # allowed to change the verdict on the final outputs.
-    fp32 = _session(ort, fp32_model)
-    fp32_layers = _session(ort, with_intermediates(fp32_model), arena=False) if options.layerwise else None
+    fp32 = session(fp32_model)
+    fp32_layers = session(with_intermediates(fp32_model), arena=False) if options.layerwise else None
     int8_model = load_onnx(int8) if int8 else None
     if int8_model is not None and [o.name for o in int8_model.graph.output] != outputs:
         raise InputError(int8, field="outputs", expected=f"the FP32 model's outputs {outputs}",
@@ -98,10 +97,10 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     int8_session = int8_layers = None
     int8_names: dict[str, str] = {}  # INT8 value name → the FP32 value it stands for
     if int8_model is not None:
-        int8_session = _session(ort, int8_model)
+        int8_session = session(int8_model)
         if options.layerwise:
             int8_names = quantized_counterparts(values, onnx_values(int8_model))
-            int8_layers = _session(ort, with_intermediates(int8_model, list(int8_names)), arena=False)
+            int8_layers = session(with_intermediates(int8_model, list(int8_names)), arena=False)
     triton = _triton_runner(triton_url, triton_model, fp32_model, options) if triton_url else None
 
     tols = {n: options.tolerances.get(n, Tolerance.for_dtype(np.float32)) for n in outputs}
@@ -119,8 +118,8 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
             torch_out, recorded = recorder.run(batch)
         else:
             torch_out, recorded = _torch_outputs(program, batch), {}
-        fp32_values = _run(fp32, batch)
-        fp32_inner = _run(fp32_layers, batch) if fp32_layers is not None else {}
+        fp32_values = run_by_name(fp32, batch)
+        fp32_inner = run_by_name(fp32_layers, batch) if fp32_layers is not None else {}
         for index, name in enumerate(outputs):
             finals[FP32][name].update(fp32_values[name], torch_out[index], rng)
         for name, node in counterparts.items():
@@ -137,11 +136,11 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
                            "fp32": {k: a[:ISOLATED_SAMPLES].copy() for k, a in fp32_inner.items()}}
         kept["fp32"].append(fp32_values[outputs[0]])
         if int8_session is not None:
-            int8_values = _run(int8_session, batch)
+            int8_values = run_by_name(int8_session, batch)
             for name in outputs:
                 finals.setdefault(INT8, {}).setdefault(name, RunningError(tols[name])).update(
                     int8_values[name], fp32_values[name], rng)
-            int8_inner = _run(int8_layers, batch) if int8_layers is not None else {}
+            int8_inner = run_by_name(int8_layers, batch) if int8_layers is not None else {}
             for int8_name, name in int8_names.items():
                 if int8_name in int8_inner and name in fp32_inner and name not in outputs:
                     layers[INT8].setdefault(name, RunningError(options.layer_tolerance)).update(
@@ -199,7 +198,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     return ParityResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), rows)
 
 
-def quantized_counterparts(fp32: Mapping[str, OnnxValue], int8: Mapping[str, OnnxValue]) -> dict[str, str]:
+def quantized_counterparts(fp32: Iterable[str], int8: Collection[str]) -> dict[str, str]:
     """Match values across the Q/DQ nodes: an FP32 value `v` is compared with what the INT8 graph hands on,
     `v_DequantizeLinear_Output` when `v` was quantised (the quantiser may even fuse the op that made `v`, such as
     a Relu whose clipping the quantised range does), else `v` itself."""
@@ -211,18 +210,6 @@ def quantized_counterparts(fp32: Mapping[str, OnnxValue], int8: Mapping[str, Onn
         elif name in int8:
             pairs[name] = name
     return pairs
-
-
-def _session(ort: Any, model: Any, *, arena: bool = True) -> Any:
-    options = ort.SessionOptions()
-    # A graph that outputs its intermediates allocates each of them per run; ORT's arena would keep the peak of
-    # those allocations for the whole session, so such sessions allocate from the system instead.
-    options.enable_cpu_mem_arena = arena
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-
-
-def _run(session: Any, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return dict(zip([o.name for o in session.get_outputs()], session.run(None, batch), strict=True))
 
 
 def _torch_outputs(program: Any, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -346,7 +333,6 @@ def first_divergence(values: dict[str, OnnxValue], errors: Mapping[str, RunningE
 def _isolated(name: str, values: dict[str, OnnxValue], first_batch: dict[str, dict[str, np.ndarray]], model: Any,
               tolerance: Tolerance) -> str:
     """Run the suspect node alone on PyTorch's values of its inputs: error it introduces vs error it inherits."""
-    import onnxruntime as ort
     from onnx import helper
 
     node = next(n for n in model.graph.node if name in n.output)
@@ -372,8 +358,7 @@ def _isolated(name: str, values: dict[str, OnnxValue], first_batch: dict[str, di
     single = helper.make_model(graph, opset_imports=model.opset_import, functions=model.functions)
     single.ir_version = model.ir_version
     try:
-        session = ort.InferenceSession(single.SerializeToString(), providers=["CPUExecutionProvider"])
-        produced = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
+        produced = run_by_name(session(single), feeds)
     except Exception as err:  # a node that cannot run alone (e.g. needs a shape input): say so, do not guess
         return f"isolated run not possible: {type(err).__name__}"
     alone = RunningError(tolerance)
