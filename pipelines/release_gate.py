@@ -34,12 +34,16 @@ def release_gate(
     max_samples: int = 64,
     triton_url: str = "",
     max_accuracy_drop: float = 0.01,
+    trusted_public_keys: str = "",
+    allow_unsigned: bool = False,
 ) -> str:
     """`candidate_model`: URI of the `.pt2`; `eval_data`: URI of the `.npz` of example inputs; `reference_data`
     and `current_data`: URIs of the training and validation/recent serving features (Parquet, CSV or `.npz`);
     `calibration_data`: URI of the `.npz` of INT8 calibration inputs (labels for the budget come from a `labels`
     array in `eval_data`); `max_accuracy_drop`: the INT8 accuracy budget;
-    `triton_url`: host:port of the Triton server to probe (empty: the probe step starts its own).
+    `triton_url`: host:port of the Triton server to probe (empty: the probe step starts its own);
+    `trusted_public_keys`: PEM public keys whose signatures promote accepts (the steps sign with the key at
+    `$SKEWGATE_SIGNING_KEY`); `allow_unsigned`: accept unsigned evidence (local experiments only).
 
     Returns promote's status (`pass` = promoted); a refused promotion fails the run in `gate-blocked`.
     """
@@ -108,13 +112,26 @@ def release_gate(
     )
     probe.set_display_name("triton-probe")
 
+    # Evidence must come from this run: promote matches every verdict to the one its step logged in this
+    # pipeline run, so a cached step (which logs nothing) would be refused. No gate is cached.
+    for task in (export, calibrate, drift, parity, probe):
+        task.set_caching_options(False)
+
     promote = promote_op(
         onnx_model=export.outputs["onnx_model"],
+        example_inputs=data.output,
         export_verdict=export.outputs["verdict"],
+        export_attestation=export.outputs["attestation"],
         drift_verdict=drift.outputs["verdict"],
+        drift_attestation=drift.outputs["attestation"],
         probe_verdict=probe.outputs["verdict"],
+        probe_attestation=probe.outputs["attestation"],
         parity_verdict=parity.outputs["verdict"],
+        parity_attestation=parity.outputs["attestation"],
         calibrate_verdict=calibrate.outputs["verdict"],
+        calibrate_attestation=calibrate.outputs["attestation"],
+        trusted_public_keys=trusted_public_keys,
+        allow_unsigned=allow_unsigned,
         model_name=model_name,
         tracking_uri=mlflow_tracking_uri,
         alias=alias,

@@ -14,6 +14,7 @@ def calibrate_op(
     verdict: dsl.Output[dsl.Artifact],
     metrics: dsl.Output[dsl.Metrics],
     report: dsl.Output[dsl.Markdown],
+    attestation: dsl.Output[dsl.Artifact],
     html_report: dsl.Output[dsl.HTML],
     histograms: dsl.Output[dsl.Artifact],
     method: str = "auto",
@@ -37,4 +38,4 @@ def calibrate_op(
         TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id),
     )
     int8_model.metadata["format"] = "onnx-qdq-int8"
-    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)
+    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from skewgate.common.recording import Evaluate, TrackingOptions, evaluate_and_record
+from skewgate.common.recording import Evaluate, TrackingOptions, evaluate_and_record, sign_verdict
 from skewgate.common.verdict import Verdict
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_ERROR = 0, 1, 2
@@ -27,6 +27,9 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
                         help="groups step runs under one parent run (default: $SKEWGATE_PIPELINE_RUN_ID)")
     parser.add_argument("--mlflow-deadline", type=float, default=30.0, metavar="SECONDS",
                         help="give up on an unreachable MLflow after this long (default: 30)")
+    parser.add_argument("--signing-key", default="", metavar="PATH",
+                        help="Ed25519 private key to sign the verdict with (default: $SKEWGATE_SIGNING_KEY); the "
+                             "DSSE envelope is written beside --report as <stem>.intoto.jsonl")
     parser.add_argument("-q", "--quiet", action="store_true", help="only errors on stderr")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
 
@@ -43,17 +46,40 @@ def configure_logging(*, quiet: bool = False, verbose: bool = False) -> None:
         logging.getLogger(noisy).setLevel(logging.ERROR)
 
 
-def run_step(step: str, args: argparse.Namespace, evaluate: Evaluate) -> int:
-    """Evaluate inside an MLflow step run (when tracking is configured); always write the report."""
+def tracking_options(args: argparse.Namespace) -> TrackingOptions:
+    """The common flags as `TrackingOptions` (and stderr logging configured as they ask)."""
     configure_logging(quiet=args.quiet, verbose=args.verbose)
-    tracking = TrackingOptions(uri=args.tracking_uri, experiment=args.experiment,
-                               pipeline_run_id=args.pipeline_run_id, deadline_s=args.mlflow_deadline)
-    verdict = evaluate_and_record(step, evaluate, tracking)
+    return TrackingOptions(uri=args.tracking_uri, experiment=args.experiment, pipeline_run_id=args.pipeline_run_id,
+                           deadline_s=args.mlflow_deadline, signing_key=args.signing_key)
+
+
+def finish_cli(verdict: Verdict, args: argparse.Namespace) -> None:
+    """Write the report (and its envelope) when asked, and the human summary to stderr."""
     if args.report:
-        verdict.write(args.report)
+        write_report(verdict, args.report, signing_key=args.signing_key)
     text = summary(verdict)
     print(text.splitlines()[0] if args.quiet else text, file=sys.stderr)
+
+
+def run_step(step: str, args: argparse.Namespace, evaluate: Evaluate) -> int:
+    """Evaluate inside an MLflow step run (when tracking is configured); always write the report."""
+    verdict = evaluate_and_record(step, evaluate, tracking_options(args))
+    finish_cli(verdict, args)
     return exit_code(verdict)
+
+
+def write_report(verdict: Verdict, path: Path, *, signing_key: str = "") -> None:
+    """The verdict JSON, and its signed envelope beside it when a key is configured (a stale envelope from an
+    earlier run is removed, so an unsigned report is never mistaken for a signed one)."""
+    from skewgate.common import attest
+
+    verdict.write(path)
+    target = attest.envelope_path(path)
+    envelope = sign_verdict(verdict, signing_key)
+    if envelope is None:
+        target.unlink(missing_ok=True)
+    else:
+        attest.write_envelope(envelope, target)
 
 
 def exit_code(verdict: Verdict) -> int:

@@ -30,13 +30,21 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def finish(verdict: Verdict, *, verdict_artifact: Any, metrics: Any, report: Any) -> str:
-    """Write all three KFP outputs and return the status string the DAG branches on.
+def finish(verdict: Verdict, *, verdict_artifact: Any, metrics: Any, report: Any, attestation: Any = None) -> str:
+    """Write the KFP outputs and return the status string the DAG branches on.
+
+    `attestation` receives the verdict's signed DSSE envelope when `$SKEWGATE_SIGNING_KEY` is set, else `{}`
+    (which promote reads as unsigned).
 
     Status `error` (could not evaluate) raises after writing, so the task fails and nothing downstream (above
     all promote) runs: the registry stays as it was.
     """
     verdict.write(verdict_artifact.path)
+    if attestation is not None:
+        from skewgate.common import attest
+        from skewgate.common.recording import sign_verdict
+
+        attest.write_envelope(sign_verdict(verdict) or {}, attestation.path)
     verdict_artifact.metadata.update({"step": verdict.step, "status": verdict.status})
     if verdict.subject is not None:
         verdict_artifact.metadata["sha256"] = verdict.subject.sha256

@@ -12,14 +12,17 @@ import contextlib
 import json
 import logging
 import os
+import re
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from skewgate.common.errors import BackendError, InputError
+from skewgate.common.strict_json import SHA256_HEX
 from skewgate.common.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -28,7 +31,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 PIPELINE_RUN_TAG = "skewgate.pipeline_run_id"
 PROMOTION_LOG_TAG = "skewgate.kind"
-PROMOTION_LOG_FILE = "promotions.jsonl"
+PROMOTION_LOG_DIR = "promotions"
+VERDICT_DIGEST_TAG = "skewgate.verdict_sha256"
+# KFP run ids are UUIDs; kfp.local's are names with a timestamp. Nothing else may reach a filter string.
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 
 
 def _mlflow_error_code(err: Exception) -> str | None:
@@ -58,14 +64,22 @@ class Tracking:
             with contextlib.suppress(Exception):  # never mask the real error with a cleanup error
                 self.client.set_terminated(run.info.run_id, status=status)
 
+    def find_parent_run(self, pipeline_run_id: str) -> str | None:
+        """The parent run of this pipeline run, if one exists."""
+        if not RUN_ID_PATTERN.fullmatch(pipeline_run_id):
+            raise InputError("--pipeline-run-id", expected=f"a run id matching {RUN_ID_PATTERN.pattern}",
+                             found=repr(pipeline_run_id))
+        found = self._call(lambda: self.client.search_runs(
+            [self.experiment_id], f"tags.`{PIPELINE_RUN_TAG}` = '{pipeline_run_id}' "
+            "and tags.`skewgate.role` = 'pipeline'", max_results=1))
+        return str(found[0].info.run_id) if found else None
+
     def parent_run(self, pipeline_run_id: str | None) -> str:
         """Find the parent run of this pipeline run, or create it (an ad-hoc CLI call gets a fresh one)."""
         if pipeline_run_id:
-            found = self._call(lambda: self.client.search_runs(
-                [self.experiment_id], f"tags.`{PIPELINE_RUN_TAG}` = '{pipeline_run_id}' "
-                "and tags.`skewgate.role` = 'pipeline'", max_results=1))
+            found = self.find_parent_run(pipeline_run_id)
             if found:
-                return str(found[0].info.run_id)
+                return found
         name = f"pipeline-{pipeline_run_id}" if pipeline_run_id else "skewgate-cli"
         run = self._call(lambda: self.client.create_run(
             self.experiment_id, run_name=name,
@@ -107,14 +121,16 @@ class StepRun:
     run_id: str
     step: str
 
-    def log_verdict(self, verdict: Verdict) -> None:
+    def log_verdict(self, verdict: Verdict, *, envelope: Mapping[str, Any] | None = None) -> None:
         """Metrics `<step>.<check>` (value, or 1/0 for passed when a check has no value), status tags, the
-        verdict JSON, and the checks and tensor statistics as MLflow tables."""
+        verdict JSON and its digest (promote matches a pipeline's verdicts against it), its signed envelope when
+        there is one, and the checks and tensor statistics as MLflow tables."""
         client = self.tracking.client
         metrics = {}
         for check in verdict.checks:
             metrics[f"{self.step}.{check.name}"] = check.value if check.value is not None else float(check.passed)
-        tags = {"skewgate.status": verdict.status, "skewgate.message": verdict.message[:4000]}
+        tags = {"skewgate.status": verdict.status, "skewgate.message": verdict.message[:4000],
+                VERDICT_DIGEST_TAG: verdict.digest()}
         if verdict.subject is not None:
             tags["skewgate.subject_sha256"] = verdict.subject.sha256
 
@@ -126,6 +142,10 @@ class StepRun:
             with tempfile.TemporaryDirectory() as tmp:
                 path = verdict.write(Path(tmp) / f"{self.step}.verdict.json")
                 client.log_artifact(self.run_id, str(path))
+                if envelope is not None:
+                    signed = Path(tmp) / f"{self.step}.verdict.intoto.jsonl"
+                    signed.write_text(json.dumps(envelope, sort_keys=True) + "\n", encoding="utf-8")
+                    client.log_artifact(self.run_id, str(signed))
 
         self.tracking._call(write)
         self.log_table("checks.json", [vars(c) for c in verdict.checks])
@@ -147,6 +167,12 @@ class StepRun:
             target = Path(tmp) / name
             target.write_bytes(Path(source).read_bytes())
             return self.log_artifact(target, artifact_path)
+
+    def log_artifacts(self, directory: str | Path, artifact_path: str) -> str:
+        """Upload a folder's files under `artifact_path`; returns that folder's artifact URI."""
+        self.tracking._call(lambda: self.tracking.client.log_artifacts(self.run_id, str(directory), artifact_path))
+        run = self.tracking._call(lambda: self.tracking.client.get_run(self.run_id))
+        return f"{run.info.artifact_uri}/{artifact_path}"
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> str:
         """Upload a file; returns the artifact URI of the folder it went to."""
@@ -202,12 +228,19 @@ def _create_experiment(client: MlflowClient, uri: str, name: str) -> str:
 
 
 class MlflowRegistry:
-    """The MLflow model registry behind promote's `Registry` protocol. ONNX files are uploaded to `step_run`."""
+    """The MLflow model registry behind promote's `Registry` protocol.
 
-    def __init__(self, step_run: StepRun) -> None:
+    A version is an MLflow Model (the `mlflow.onnx` flavour: signature from the ONNX graph, dynamic batch as -1,
+    an input example when one is given, pinned requirements) whose `model.onnx` holds the gated bytes, so that
+    `mlflow.pyfunc.load_model("models:/NAME@champion")` predicts what ONNX Runtime computes from the judged file.
+    No user-supplied string is ever pasted into a filter: names are compared in Python, digests are hex.
+    """
+
+    def __init__(self, step_run: StepRun, *, input_example: Mapping[str, Any] | None = None) -> None:
         self.run = step_run
         self.client = step_run.tracking.client
         self._call = step_run.tracking._call
+        self.input_example = dict(input_example) if input_example else None
 
     def model_exists(self, name: str) -> bool:
         found = _or_none(self.run.tracking.uri, lambda: self.client.get_registered_model(name),
@@ -218,20 +251,54 @@ class MlflowRegistry:
         return _or_none(self.run.tracking.uri, lambda: self.client.get_model_version(name, version)) is not None
 
     def find_version(self, name: str, sha256: str) -> str | None:
-        if not self.model_exists(name):
-            return None
+        """The lowest version of `name` registered for this digest (there is one unless a race is under way)."""
+        if not SHA256_HEX.fullmatch(sha256):
+            raise InputError("onnx", field="sha256", expected="64 lowercase hex digits", found=sha256)
         found = self._call(lambda: self.client.search_model_versions(
-            f"name='{name}' and tags.`skewgate.onnx_sha256`='{sha256}'"))
-        return str(min(int(v.version) for v in found)) if found else None
+            f"tags.`skewgate.onnx_sha256` = '{sha256}'", max_results=10000))
+        versions = sorted(int(v.version) for v in found if v.name == name)
+        return str(versions[0]) if versions else None
 
     def register(self, name: str, artifact: Path, sha256: str) -> str:
-        if not self.model_exists(name):
-            with contextlib.suppress(Exception):  # a concurrent promote may have created it
-                self.client.create_registered_model(name)
-        source = self.run.log_artifact(artifact, "onnx")
-        version = self._call(lambda: self.client.create_model_version(
+        """Register the ONNX as an MLflow Model version. Concurrent promotions of one file may each get this
+        far: every one of them then keeps the lowest version and deletes its own duplicate, so exactly one
+        version carries the digest."""
+        try:
+            self.client.create_registered_model(name)
+        except Exception as err:
+            if _mlflow_error_code(err) != "RESOURCE_ALREADY_EXISTS":  # a concurrent promote may have created it
+                raise BackendError(f"MLflow registry at {self.run.tracking.uri}: {err}") from err
+        source = self.log_onnx_model(artifact, sha256)
+        created = self._call(lambda: self.client.create_model_version(
             name, source=source, run_id=self.run.run_id, tags={"skewgate.onnx_sha256": sha256}))
-        return str(version.version)
+        mine = str(created.version)
+        winner = self.find_version(name, sha256) or mine
+        if winner != mine:
+            log.info("%s: version %s already holds sha256 %s; dropping duplicate v%s", name, winner, sha256, mine)
+            self._call(lambda: self.client.delete_model_version(name, mine))
+        return winner
+
+    def log_onnx_model(self, artifact: Path, sha256: str, artifact_path: str = "model") -> str:
+        """Save `artifact` as an MLflow Model into this run; returns its artifact URI."""
+        import shutil
+
+        import mlflow.onnx
+        import onnx
+
+        from skewgate.common.io import sha256_file
+
+        model = onnx.load(str(artifact))
+        with tempfile.TemporaryDirectory() as tmp:
+            target = Path(tmp) / artifact_path
+            mlflow.onnx.save_model(model, str(target), signature=onnx_signature(model),
+                                   input_example=self.input_example, pip_requirements=_pinned_requirements())
+            # save_model re-serialises the proto; the registry must hold the judged bytes themselves
+            shutil.copyfile(artifact, target / "model.onnx")
+            if sha256_file(target / "model.onnx") != sha256:
+                raise BackendError(f"{artifact} changed while it was being registered")
+            self._call(lambda: self.client.log_artifacts(self.run.run_id, str(target), artifact_path))
+        run = self._call(lambda: self.client.get_run(self.run.run_id))
+        return f"{run.info.artifact_uri}/{artifact_path}"
 
     def get_tags(self, name: str, version: str) -> dict[str, str]:
         return dict(self._call(lambda: self.client.get_model_version(name, version)).tags)
@@ -249,6 +316,25 @@ class MlflowRegistry:
     def set_alias(self, name: str, alias: str, version: str) -> None:
         self._call(lambda: self.client.set_registered_model_alias(name, alias, version))
 
+    def store_attestations(self, name: str, version: str, files: Mapping[str, bytes]) -> str:
+        """The verdicts, their envelopes and promote's own, as artifacts of this promote run."""
+        folder = f"attestations/v{version}"
+        with tempfile.TemporaryDirectory() as tmp:
+            for file_name, data in files.items():
+                (Path(tmp) / file_name).write_bytes(data)
+            return self.run.log_artifacts(tmp, folder)
+
+    def logged_verdict_digests(self, pipeline_run_id: str) -> dict[str, str]:
+        """Step → digest of the verdict its run logged under this pipeline run's parent run."""
+        tracking = self.run.tracking
+        parent = tracking.find_parent_run(pipeline_run_id)
+        if parent is None:
+            return {}
+        children = self._call(lambda: self.client.search_runs(
+            [tracking.experiment_id], f"tags.`mlflow.parentRunId` = '{parent}'", max_results=1000))
+        return {c.data.tags["skewgate.step"]: c.data.tags[VERDICT_DIGEST_TAG] for c in children
+                if "skewgate.step" in c.data.tags and VERDICT_DIGEST_TAG in c.data.tags}
+
     def download(self, artifact_uri: str, directory: Path) -> Path:
         """Fetch one artifact by URI (as recorded in a tag) into `directory`."""
         import mlflow.artifacts
@@ -257,27 +343,76 @@ class MlflowRegistry:
             artifact_uri=artifact_uri, dst_path=str(directory), tracking_uri=self.run.tracking.uri)))
 
     def append_promotion_log(self, name: str, record: Mapping[str, Any]) -> None:
-        """Append one JSON line to `promotions.jsonl` of the experiment's promotion-log run (created once)."""
+        """One new JSON file per attempt (`promotions/<time>-<id>.json`) in the experiment's promotion-log run,
+        and a copy in this promote run. Append-only by construction: no record is ever read back and
+        rewritten, so concurrent promotions cannot lose each other's records."""
+        file_name = f"{record['at'].replace(':', '')}-{uuid.uuid4().hex[:12]}.json"
+        data = (json.dumps(dict(record), sort_keys=True) + "\n").encode()
+        log_run = self._promotion_log_run(name)
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / file_name).write_bytes(data)
+            for run_id in (log_run, self.run.run_id):
+                self._call(lambda run_id=run_id: self.client.log_artifact(run_id, str(Path(tmp) / file_name),
+                                                                          PROMOTION_LOG_DIR))
+
+    def _promotion_log_run(self, name: str) -> str:
+        """The experiment's one promotion-log run (a FINISHED run that only holds records). Two promotions that
+        both create one keep the oldest and delete the other before either writes a record into it."""
         tracking = self.run.tracking
+        query = f"tags.`{PROMOTION_LOG_TAG}` = 'promotion-log'"
+        found = self._call(lambda: self.client.search_runs([tracking.experiment_id], query, max_results=50))
+        if not found:
+            created = self._call(lambda: self.client.create_run(
+                tracking.experiment_id, run_name=f"promotion-log:{name}", tags={PROMOTION_LOG_TAG: "promotion-log"}))
+            self._call(lambda: self.client.set_terminated(created.info.run_id, status="FINISHED"))
+            found = self._call(lambda: self.client.search_runs([tracking.experiment_id], query, max_results=50))
+        ordered = sorted(found, key=lambda r: (r.info.start_time, r.info.run_id))
+        for duplicate in ordered[1:]:
+            with contextlib.suppress(Exception):  # another promotion may have deleted it already
+                self.client.delete_run(duplicate.info.run_id)
+        return str(ordered[0].info.run_id)
 
-        def append() -> None:
-            found = self.client.search_runs([tracking.experiment_id],
-                                            f"tags.`{PROMOTION_LOG_TAG}` = 'promotion-log'", max_results=1)
-            run_id = found[0].info.run_id if found else self.client.create_run(
-                tracking.experiment_id, run_name=f"promotion-log:{name}",
-                tags={PROMOTION_LOG_TAG: "promotion-log"}).info.run_id
-            with tempfile.TemporaryDirectory() as tmp:
-                lines = ""
-                if any(f.path == PROMOTION_LOG_FILE for f in self.client.list_artifacts(run_id)):
-                    local = self.client.download_artifacts(run_id, PROMOTION_LOG_FILE, tmp)
-                    lines = Path(local).read_text(encoding="utf-8")
-                target = Path(tmp) / "out" / PROMOTION_LOG_FILE
-                target.parent.mkdir()
-                target.write_text(lines + json.dumps(dict(record), sort_keys=True) + "\n", encoding="utf-8")
-                self.client.log_artifact(run_id, str(target))
-                self.client.log_artifact(self.run.run_id, str(target))
 
-        self._call(append)
+def read_promotion_log(tracking: Tracking) -> list[dict[str, Any]]:
+    """Every promotion record of the experiment, oldest first."""
+    query = f"tags.`{PROMOTION_LOG_TAG}` = 'promotion-log'"
+
+    def read() -> list[dict[str, Any]]:
+        found = tracking.client.search_runs([tracking.experiment_id], query, max_results=50)
+        records = []
+        with tempfile.TemporaryDirectory() as tmp:
+            for run in found:
+                for item in tracking.client.list_artifacts(run.info.run_id, PROMOTION_LOG_DIR):
+                    local = tracking.client.download_artifacts(run.info.run_id, item.path, tmp)
+                    records.append(json.loads(Path(local).read_text(encoding="utf-8")))
+        return sorted(records, key=lambda r: str(r.get("at")))
+
+    result: list[dict[str, Any]] = tracking._call(read)
+    return result
+
+
+def onnx_signature(model: Any) -> Any:
+    """An MLflow tensor signature from the ONNX graph's inputs and outputs (symbolic dimensions → -1)."""
+    import onnx
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import Schema, TensorSpec
+
+    initializers = {init.name for init in model.graph.initializer}
+
+    def spec(value: Any) -> TensorSpec:
+        tensor = value.type.tensor_type
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+        shape = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim)
+        return TensorSpec(dtype, shape, value.name)
+
+    return ModelSignature(inputs=Schema([spec(v) for v in model.graph.input if v.name not in initializers]),
+                          outputs=Schema([spec(v) for v in model.graph.output]))
+
+
+def _pinned_requirements() -> list[str]:
+    from importlib import metadata
+
+    return [f"{dist}=={metadata.version(dist)}" for dist in ("onnx", "onnxruntime", "numpy")]
 
 
 # MLflow answers a lookup of something that is not there with one of these codes, depending on the store.

@@ -10,7 +10,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from skewgate.common.errors import SkewgateError
 from skewgate.common.verdict import Verdict
@@ -30,6 +30,7 @@ class TrackingOptions:
     experiment: str = "skewgate"
     pipeline_run_id: str = ""
     deadline_s: float = 30.0
+    signing_key: str = ""  # empty: $SKEWGATE_SIGNING_KEY, or no signature when that is unset too
 
 
 @contextlib.contextmanager
@@ -56,8 +57,19 @@ def evaluate_and_record(step: str, evaluate: Evaluate, tracking: TrackingOptions
                 log.debug("unexpected error in %s", step, exc_info=True)
                 verdict = Verdict.error(step, f"{type(err).__name__}: {err}")
             if run is not None:
-                run.log_verdict(verdict)
+                run.log_verdict(verdict, envelope=sign_verdict(verdict, tracking.signing_key))
     except SkewgateError as err:  # MLflow unreachable or failing: the step's answer could not be recorded
         prior = f"{verdict.message}; " if verdict is not None and verdict.status == "error" else ""
         verdict = Verdict.error(step, f"{prior}{err}")
     return verdict
+
+
+def sign_verdict(verdict: Verdict, signing_key: str = "") -> dict[str, Any] | None:
+    """The DSSE envelope of `verdict` when a signing key is configured (and the verdict is about an artifact);
+    deterministic, so every writer of the same verdict writes the same envelope."""
+    from skewgate.common import attest
+
+    key = attest.signing_key_from_env(signing_key or None)
+    if key is None or verdict.subject is None or verdict.status == "error":
+        return None
+    return attest.sign(attest.verdict_statement(verdict), key)

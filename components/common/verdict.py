@@ -6,8 +6,10 @@ decide (status per step, the SHA-256 of the judged artifact) lives here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -16,11 +18,19 @@ from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from skewgate.common.errors import InputError
+from skewgate.common.strict_json import Fields
 
 SCHEMA_VERSION = 1
 Status = Literal["pass", "warn", "fail", "error"]
 Severity = Literal["fail", "warn"]
 STATUSES: tuple[str, ...] = get_args(Status)
+# A verdict larger than this is refused before it is parsed (a real one is tens of kilobytes).
+MAX_VERDICT_BYTES = 16 * 1024 * 1024
+# Step names become registry tag prefixes (`skewgate.<step>.`): plain names only, and never one of the names that
+# promote itself writes under, so that no verdict can speak for the promotion or overwrite the evidence digests.
+STEP_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
+RESERVED_STEPS = frozenset({"promotion", "onnx_sha256", "verdict_sha256", "attestation", "outcome", "kind",
+                            "step", "status", "role", "pipeline_run_id", "int8"})
 
 
 def _finite_or_none(value: float | None) -> float | None:
@@ -104,7 +114,14 @@ class Verdict:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+        if not STEP_NAME.fullmatch(self.step) or self.step in RESERVED_STEPS:
+            raise ValueError(f"step must match {STEP_NAME.pattern} and not be reserved, got {self.step!r}")
         object.__setattr__(self, "checks", tuple(self.checks))
+        # The status is a function of the checks (only `error`, "could not evaluate", stands on its own): a
+        # verdict whose status was edited by hand cannot even be constructed.
+        derived, _ = derive_status(self.checks)
+        if self.status != "error" and self.status != derived:
+            raise ValueError(f"status {self.status!r} does not follow from the checks (they give {derived!r})")
         object.__setattr__(self, "stats", tuple(self.stats))
         object.__setattr__(self, "versions", MappingProxyType(dict(self.versions)))
         object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
@@ -122,19 +139,7 @@ class Verdict:
     ) -> Verdict:
         """Derive the status: no checks → fail (empty means fail); a failed `fail` check → fail; else warn/pass."""
         checks = tuple(checks)
-        failed = [c for c in checks if not c.passed]
-        if not checks:
-            status: Status = "fail"
-            message = "no checks were evaluated"
-        elif any(c.severity == "fail" for c in failed):
-            status = "fail"
-            message = "failed: " + ", ".join(c.name for c in failed if c.severity == "fail")
-        elif failed:
-            status = "warn"
-            message = "warnings: " + ", ".join(c.name for c in failed)
-        else:
-            status = "pass"
-            message = f"all {len(checks)} checks passed"
+        status, message = derive_status(checks)
         return cls(
             step=step,
             status=status,
@@ -181,46 +186,109 @@ class Verdict:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True, allow_nan=False)
 
+    def to_bytes(self) -> bytes:
+        """The verdict file's exact bytes (what `write` writes and `digest` hashes)."""
+        return (self.to_json() + "\n").encode("utf-8")
+
+    def digest(self) -> str:
+        """SHA-256 of `to_bytes()`: equal for equal verdicts, whoever wrote the file."""
+        return hashlib.sha256(self.to_bytes()).hexdigest()
+
     def write(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_json() + "\n", encoding="utf-8")
+        path.write_bytes(self.to_bytes())
         return path
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, source: str = "<verdict>") -> Verdict:
-        version = data.get("schema_version")
+    def from_dict(cls, data: Any, *, source: str = "<verdict>") -> Verdict:
+        """Parse strictly: every field typed (a bool is a bool, an int an int), no unknown fields, and a status
+        that follows from the checks. Anything else is an `InputError` naming the field."""
+        top = Fields(data, source=source, where="")
+        version = top.integer("schema_version")
         if version != SCHEMA_VERSION:
             raise InputError(source, field="schema_version", expected=str(SCHEMA_VERSION), found=repr(version))
+        subject_fields = top.optional_object("subject")
+        checks = [_check(item) for item in top.objects("checks")]
+        stats = [_stats(item) for item in top.objects("stats")]
+        subject = None if subject_fields is None else Subject(
+            artifact=subject_fields.string("artifact"), sha256=subject_fields.sha256("sha256"),
+            data=subject_fields.str_map("data"), source=subject_fields.optional_string("source"),
+            source_sha256=subject_fields.optional_string("source_sha256"))
+        if subject_fields is not None:
+            subject_fields.done()
+        step, status = top.string("step"), top.choice("status", STATUSES)
         try:
-            subject = data.get("subject")
-            return cls(
-                step=data["step"],
-                status=data["status"],
-                checks=tuple(Check(**c) for c in data["checks"]),
-                subject=Subject(**subject) if subject is not None else None,
-                stats=tuple(TensorStats(**{**s, "shape": tuple(s["shape"])}) for s in data.get("stats", ())),
-                message=data.get("message", ""),
-                versions=data.get("versions", {}),
-                details=data.get("details", {}),
-                created_at=data["created_at"],
-                schema_version=version,
-            )
-        except (KeyError, TypeError, ValueError) as err:
-            raise InputError(source, expected="a skewgate verdict", found=f"{type(err).__name__}: {err}") from err
+            verdict = cls(step=step, status=status, checks=tuple(checks), subject=subject,
+                          stats=tuple(stats), message=top.string("message"), versions=top.str_map("versions"),
+                          details=top.json_object("details"), created_at=top.string("created_at"),
+                          schema_version=version)
+        except ValueError as err:
+            raise InputError(source, field="status" if "status" in str(err) else "step",
+                             expected="a status that follows from the checks and a plain, unreserved step name",
+                             found=str(err)) from err
+        top.done()
+        return verdict
 
     @classmethod
     def read(cls, path: str | Path) -> Verdict:
         path = Path(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            size = path.stat().st_size
+            if size > MAX_VERDICT_BYTES:
+                raise InputError(path, expected=f"a verdict of at most {MAX_VERDICT_BYTES} bytes",
+                                 found=f"{size} bytes")
+            data = json.loads(path.read_bytes().decode("utf-8"))
         except FileNotFoundError as err:
             raise InputError(path, expected="a verdict JSON file", found="no such file") from err
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise InputError(path, expected="a verdict JSON file", found=f"invalid JSON ({err})") from err
-        if not isinstance(data, dict):
-            raise InputError(path, expected="a JSON object", found=type(data).__name__)
+        except RecursionError as err:
+            raise InputError(path, expected="a verdict JSON file", found="JSON nested too deeply") from err
         return cls.from_dict(data, source=str(path))
+
+
+def json_schema() -> dict[str, Any]:
+    """The verdict's JSON Schema (draft 2020-12), shipped in the package as `verdict.schema.json`."""
+    from importlib import resources
+
+    schema: dict[str, Any] = json.loads(resources.files("skewgate.common").joinpath("verdict.schema.json")
+                                        .read_text(encoding="utf-8"))
+    return schema
+
+
+def derive_status(checks: Iterable[Check]) -> tuple[Status, str]:
+    """The status the checks give, and why: no checks → fail (empty means fail); a failed `fail` check → fail;
+    a failed `warn` check → warn; else pass."""
+    checks = tuple(checks)
+    failed = [c for c in checks if not c.passed]
+    if not checks:
+        return "fail", "no checks were evaluated"
+    if any(c.severity == "fail" for c in failed):
+        return "fail", "failed: " + ", ".join(c.name for c in failed if c.severity == "fail")
+    if failed:
+        return "warn", "warnings: " + ", ".join(c.name for c in failed)
+    return "pass", f"all {len(checks)} checks passed"
+
+
+def _check(fields: Fields) -> Check:
+    check = Check(name=fields.string("name"), passed=fields.boolean("passed"),
+                  value=fields.optional_number("value"), limit=fields.optional_number("limit"),
+                  detail=fields.string("detail"),
+                  severity=fields.choice("severity", get_args(Severity)))
+    fields.done()
+    return check
+
+
+def _stats(fields: Fields) -> TensorStats:
+    numbers = {name: fields.optional_number(name)
+               for name in ("min", "max", "mean", "std", "p01", "p50", "p99", "p999", "zero_fraction")}
+    stats = TensorStats(name=fields.string("name"), stage=fields.string("stage"),
+                        shape=tuple(fields.ints("shape")), dtype=fields.string("dtype"),
+                        count=fields.integer("count"), nan_count=fields.integer("nan_count"),
+                        inf_count=fields.integer("inf_count"), sha256=fields.string("sha256"), **numbers)
+    fields.done()
+    return stats
 
 
 def asdict_shallow(obj: Any) -> dict[str, Any]:

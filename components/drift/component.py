@@ -13,6 +13,7 @@ def drift_op(
     verdict: dsl.Output[dsl.Artifact],
     metrics: dsl.Output[dsl.Metrics],
     report: dsl.Output[dsl.Markdown],
+    attestation: dsl.Output[dsl.Artifact],
     html_report: dsl.Output[dsl.HTML],
     heatmap: dsl.Output[dsl.Artifact],
     profile: dsl.Output[dsl.Artifact],
@@ -34,7 +35,7 @@ def drift_op(
                               profile_out=profile.path),
         TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id),
     )
-    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)
+    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)

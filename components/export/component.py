@@ -13,6 +13,7 @@ def export_op(
     verdict: dsl.Output[dsl.Artifact],
     metrics: dsl.Output[dsl.Metrics],
     report: dsl.Output[dsl.Markdown],
+    attestation: dsl.Output[dsl.Artifact],
     tracking_uri: str = "",
     experiment: str = "skewgate",
     pipeline_run_id: str = "",
@@ -29,4 +30,4 @@ def export_op(
                                   max_samples=max_samples),
         TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id),
     )
-    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)
+    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

@@ -14,6 +14,7 @@ def parity_op(
     verdict: dsl.Output[dsl.Artifact],
     metrics: dsl.Output[dsl.Metrics],
     report: dsl.Output[dsl.Markdown],
+    attestation: dsl.Output[dsl.Artifact],
     html_report: dsl.Output[dsl.HTML],
     layer_plot: dsl.Output[dsl.Artifact],
     triton_url: str = "",
@@ -35,4 +36,4 @@ def parity_op(
                                html=html_report.path),
         TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id),
     )
-    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)
+    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

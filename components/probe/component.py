@@ -13,6 +13,7 @@ def triton_probe_op(
     verdict: dsl.Output[dsl.Artifact],
     metrics: dsl.Output[dsl.Metrics],
     report: dsl.Output[dsl.Markdown],
+    attestation: dsl.Output[dsl.Artifact],
     triton_url: str = "",
     protocol: str = "http",
     tracking_uri: str = "",
@@ -31,4 +32,4 @@ def triton_probe_op(
                                            inputs=probe_inputs.path, options=ProbeOptions(protocol=protocol)),
         TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id),
     )
-    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)
+    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

@@ -1,45 +1,46 @@
-"""`skewgate promote --model-name NAME --onnx model.onnx --verdicts DIR --alias champion`."""
+"""`skewgate promote --model-name NAME --onnx model.onnx --verdicts DIR --trusted-key skewgate.pub`."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from skewgate.common.cli_support import add_common_args, run_step
-from skewgate.common.errors import InputError
-from skewgate.common.verdict import Verdict
-from skewgate.promote.core import DEFAULT_REQUIRED
+from skewgate.common.cli_support import add_common_args, exit_code, finish_cli, tracking_options
+from skewgate.promote.core import REQUIRED_STEPS
+from skewgate.promote.run import PromoteOptions, run
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="skewgate promote")
     parser.description = ("Move a registry alias to the ONNX model only if every required verdict passed for "
-                          "this exact file (SHA-256). Refusals tag the version with the reason.")
+                          "this exact file (SHA-256) and is signed by a trusted key. Refusals tag the version "
+                          "with the reason.")
     parser.add_argument("--model-name", required=True, help="registered model name")
     parser.add_argument("--onnx", required=True, type=Path, help="the ONNX file to promote")
-    parser.add_argument("--verdicts", required=True, type=Path, help="directory of verdict JSON files")
+    parser.add_argument("--verdicts", required=True, type=Path,
+                        help="directory of verdict JSON files, each with its <stem>.intoto.jsonl envelope")
     parser.add_argument("--alias", default="champion", help="alias to set (default: champion)")
-    parser.add_argument("--require", default=",".join(DEFAULT_REQUIRED),
-                        help=f"comma-separated steps that must pass (default: {','.join(DEFAULT_REQUIRED)})")
+    parser.add_argument("--require", default=",".join(REQUIRED_STEPS),
+                        help=f"comma-separated steps that must pass (default: {','.join(REQUIRED_STEPS)})")
     parser.add_argument("--allow-warn", action="store_true", help="accept `warn` verdicts as passing")
+    parser.add_argument("--trusted-key", action="append", default=[], metavar="PUB",
+                        help="public key whose signatures count (repeatable; $SKEWGATE_TRUSTED_KEYS adds more)")
+    parser.add_argument("--allow-unsigned", action="store_true",
+                        help="accept unsigned verdicts (local experiments only: anyone could have written them)")
     parser.add_argument("--version", help="promote this existing model version instead of registering")
+    parser.add_argument("--example-inputs", type=Path,
+                        help=".npz whose first rows become the registered MLflow model's input example")
     add_common_args(parser)
     return parser
 
 
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     args = build_parser(parser).parse_args(argv)
-
-    def evaluate(run: object) -> Verdict:
-        from skewgate.common.mlflow_log import MlflowRegistry, StepRun
-        from skewgate.promote.core import promote
-
-        if not isinstance(run, StepRun):
-            raise InputError("--tracking-uri", expected="an MLflow tracking URI (promotion needs a registry)",
-                             found="none (set --tracking-uri or MLFLOW_TRACKING_URI)")
-        required = [s.strip() for s in args.require.split(",") if s.strip()]
-        return promote(model_name=args.model_name, onnx=args.onnx, verdicts_dir=args.verdicts,
-                       registry=MlflowRegistry(run), alias=args.alias, required=required,
-                       allow_warn=args.allow_warn, version=args.version)
-
-    return run_step("promote", args, evaluate)
+    options = PromoteOptions(
+        model_name=args.model_name, onnx=args.onnx, verdicts_dir=args.verdicts, alias=args.alias,
+        required=tuple(s.strip() for s in args.require.split(",") if s.strip()), allow_warn=args.allow_warn,
+        trusted_keys=tuple(args.trusted_key), allow_unsigned=args.allow_unsigned, version=args.version,
+        example_inputs=args.example_inputs)
+    verdict = run(options, tracking_options(args))
+    finish_cli(verdict, args)
+    return exit_code(verdict)

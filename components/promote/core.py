@@ -1,26 +1,35 @@
-"""Promotion: a pure decision over verdicts, then the registry side, failing closed at every point.
+"""Promotion: a pure decision over signed evidence, then the registry side, failing closed at every point.
 
-`decide` judges the evidence: every required step has a verdict, each passed (`warn` only when allowed), and
-each verdict is about the very file being promoted (its subject SHA-256 equals the digest recomputed now).
-`promote` then registers or finds the model version, writes the evidence tags, reads them back, and only then
-moves the alias. A refusal tags the version with the reason and leaves the alias where it was.
+`decide` judges the evidence. For every required step: a verdict exists; its status (re-derived from its checks
+when it was read) is `pass` (`warn` only when allowed); it is about the very file being promoted (its subject
+SHA-256 equals the digest recomputed now); a trusted key signed exactly that verdict about exactly that digest;
+and, inside a pipeline run, it is the verdict that step's run logged in that run (no replay from another run).
+
+`promote` then acts on the registry in an order chosen so that a crash anywhere leaves the alias where it was
+or on a version whose evidence is complete: version (found by digest, or registered) → evidence tags and the
+signed attestations, read back → the promotion-log record → the alias, read back → the outcome tags. A refusal
+never rewrites the evidence of the version the alias points at.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from skewgate.common import attest
 from skewgate.common.errors import BackendError, InputError
 from skewgate.common.io import load_onnx, sha256_file
 from skewgate.common.verdict import Check, Subject, Verdict
 
 log = logging.getLogger(__name__)
 STEP = "promote"
-DEFAULT_REQUIRED: tuple[str, ...] = ("export",)
+REQUIRED_STEPS: tuple[str, ...] = ("export", "calibrate", "drift", "parity", "probe")
+OUTCOME_TAGS = ("skewgate.promotion.status", "skewgate.promotion.reason")
 
 
 class Registry(Protocol):
@@ -34,53 +43,95 @@ class Registry(Protocol):
     def set_tags(self, name: str, version: str, tags: Mapping[str, str]) -> None: ...
     def get_alias(self, name: str, alias: str) -> str | None: ...
     def set_alias(self, name: str, alias: str, version: str) -> None: ...
+    def store_attestations(self, name: str, version: str, files: Mapping[str, bytes]) -> str: ...
+    def logged_verdict_digests(self, pipeline_run_id: str) -> dict[str, str]: ...
     def append_promotion_log(self, name: str, record: Mapping[str, Any]) -> None: ...
 
 
-def load_verdicts(directory: str | Path) -> dict[str, tuple[Verdict, str]]:
-    """Every `*.json` verdict in `directory`, keyed by step, with the SHA-256 of its file."""
+@dataclass(frozen=True)
+class Evidence:
+    """One step's verdict as read from the verdicts folder, with its signed envelope when there is one."""
+
+    verdict: Verdict
+    path: Path
+    sha256: str  # of the verdict file's bytes
+    envelope: dict[str, Any] | None
+    envelope_problem: str = ""  # why there is no usable envelope
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What promote requires: the steps, whether `warn` passes, whose signatures count, and the pipeline run."""
+
+    required: Sequence[str] = REQUIRED_STEPS
+    allow_warn: bool = False
+    trusted_keys: Mapping[str, Any] | None = None  # key id → Ed25519 public key
+    allow_unsigned: bool = False
+    pipeline_run_id: str = ""
+
+    def describe(self) -> dict[str, Any]:
+        return {"required": list(self.required), "allow_warn": self.allow_warn,
+                "trusted_keys": sorted(self.trusted_keys or {}), "allow_unsigned": self.allow_unsigned,
+                "pipeline_run_id": self.pipeline_run_id}
+
+
+def load_evidence(directory: str | Path) -> dict[str, Evidence]:
+    """Every `*.json` verdict in `directory` by step, with `<stem>.intoto.jsonl` beside it when present."""
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError(directory, expected="a directory of verdict JSON files", found="no such directory")
-    verdicts: dict[str, tuple[Verdict, str]] = {}
+    evidence: dict[str, Evidence] = {}
     for path in sorted(directory.glob("*.json")):
         verdict = Verdict.read(path)
-        if verdict.step in verdicts:
+        if verdict.step in evidence:
             raise InputError(path, field="step", expected="one verdict per step",
                              found=f"a second verdict for {verdict.step!r}")
-        verdicts[verdict.step] = (verdict, sha256_file(path))
-    return verdicts
+        try:
+            envelope, problem = attest.read_envelope(attest.envelope_path(path)), ""
+        except attest.SignatureInvalid as err:
+            envelope, problem = None, str(err)
+        evidence[verdict.step] = Evidence(verdict, path, sha256_file(path), envelope, problem)
+    return evidence
 
 
-def decide(
-    verdicts: Mapping[str, Verdict],
-    *,
-    artifact_sha256: str,
-    required: Sequence[str] = DEFAULT_REQUIRED,
-    allow_warn: bool = False,
-) -> list[Check]:
-    """One check per required step: present, acceptable status, and about this exact artifact."""
-    if not required:
-        return []  # empty means fail: Verdict.from_checks turns no checks into `fail`
-    accepted = {"pass", "warn"} if allow_warn else {"pass"}
+def decide(evidence: Mapping[str, Evidence], *, artifact_sha256: str, policy: Policy,
+           logged: Mapping[str, str] | None = None) -> list[Check]:
+    """One check per required step; `logged` maps step → digest of the verdict its run logged in this pipeline
+    run (None: not inside a pipeline run, so signatures alone decide)."""
+    accepted = {"pass", "warn"} if policy.allow_warn else {"pass"}
     checks = []
-    for step in required:
-        verdict = verdicts.get(step)
-        if verdict is None:
+    for step in policy.required:  # no required steps → no checks → fail (empty means fail)
+        item = evidence.get(step)
+        if item is None:
             checks.append(Check(f"evidence.{step}", passed=False, detail="no verdict for this required step"))
             continue
-        status_ok = verdict.status in accepted
-        digest = verdict.subject.sha256 if verdict.subject else None
-        digest_ok = digest == artifact_sha256
-        reasons = []
-        if not status_ok:
+        verdict, reasons = item.verdict, []
+        if verdict.status not in accepted:
             reasons.append(f"status {verdict.status}: {verdict.message}")
-        if not digest_ok:
-            reasons.append(f"verdict judged sha256 {digest or '(none)'} but the file to promote is "
-                           f"{artifact_sha256}")
-        checks.append(Check(f"evidence.{step}", passed=status_ok and digest_ok, value=float(status_ok and digest_ok),
-                            limit=1.0, detail="; ".join(reasons) or f"{verdict.status}, same artifact"))
+        digest = verdict.subject.sha256 if verdict.subject else None
+        if digest != artifact_sha256:
+            reasons.append(f"verdict judged sha256 {digest or '(none)'} but the file to promote is {artifact_sha256}")
+        reasons += _signature_problems(item, artifact_sha256, policy)
+        if logged is not None and logged.get(step) != verdict.digest():
+            reasons.append(f"not the verdict the {step} step logged in pipeline run {policy.pipeline_run_id}"
+                           if step in logged else f"no {step} step run in pipeline run {policy.pipeline_run_id}")
+        checks.append(Check(f"evidence.{step}", passed=not reasons, value=float(not reasons), limit=1.0,
+                            detail="; ".join(reasons) or f"{verdict.status}, same artifact"
+                            + (", signed" if item.envelope is not None and policy.trusted_keys else "")))
     return checks
+
+
+def _signature_problems(item: Evidence, artifact_sha256: str, policy: Policy) -> list[str]:
+    if not policy.trusted_keys:
+        return [] if policy.allow_unsigned else ["no trusted public keys given: unsigned evidence is refused "
+                                                 "(--trusted-key, or --allow-unsigned for local experiments)"]
+    if item.envelope is None:
+        return [item.envelope_problem or "unsigned"]
+    try:
+        attest.verify_verdict(item.verdict, item.envelope, policy.trusted_keys, artifact_sha256=artifact_sha256)
+    except attest.SignatureInvalid as err:
+        return [f"signature: {err}"]
+    return []
 
 
 def promote(
@@ -90,16 +141,16 @@ def promote(
     verdicts_dir: str | Path,
     registry: Registry,
     alias: str = "champion",
-    required: Sequence[str] = DEFAULT_REQUIRED,
-    allow_warn: bool = False,
+    policy: Policy | None = None,
     version: str | None = None,
+    signing_key: attest.SigningKey | None = None,
 ) -> Verdict:
     """Decide, then act on the registry. Bad input raises `InputError` before the registry is touched."""
+    policy = policy or Policy()
     onnx = Path(onnx)
     load_onnx(onnx)  # a truncated or non-ONNX file is bad input, not a refusal
     sha = sha256_file(onnx)
-    loaded = load_verdicts(verdicts_dir)
-    verdicts = {step: v for step, (v, _) in loaded.items()}
+    evidence = load_evidence(verdicts_dir)
     if version is not None:
         if not registry.model_exists(model_name):
             raise InputError("--model-name", field=model_name, expected="a registered model",
@@ -107,8 +158,8 @@ def promote(
         if not registry.version_exists(model_name, version):
             raise InputError("--version", field=version, expected=f"a version of {model_name}",
                              found="no such version")
-
-    checks = decide(verdicts, artifact_sha256=sha, required=required, allow_warn=allow_warn)
+    logged = registry.logged_verdict_digests(policy.pipeline_run_id) if policy.pipeline_run_id else None
+    checks = decide(evidence, artifact_sha256=sha, policy=policy, logged=logged)
     if version is None:
         version = registry.find_version(model_name, sha) or registry.register(model_name, onnx, sha)
     else:
@@ -118,36 +169,106 @@ def promote(
     decision = Verdict.from_checks(STEP, checks, subject=Subject(artifact=str(onnx), sha256=sha))
     promoted = decision.status == "pass"
     reason = "all required evidence passed" if promoted else _reason(decision)
-
-    tags = {"skewgate.onnx_sha256": sha, "skewgate.promotion.status": "promoted" if promoted else "refused",
-            "skewgate.promotion.reason": reason[:5000]}
-    for step, (verdict, verdict_sha) in loaded.items():
-        tags[f"skewgate.{step}.status"] = verdict.status
-        tags[f"skewgate.verdict_sha256.{step}"] = verdict_sha
-        # a step may ask for evidence beside its verdict on the version (drift: where its profile lives)
-        extra = verdict.details.get("registry_tags", {})
-        tags.update({str(k): str(v) for k, v in extra.items() if str(k).startswith(f"skewgate.{step}.")})
-    registry.set_tags(model_name, version, tags)
-    readback = registry.get_tags(model_name, version)
-    differing = sorted(k for k, v in tags.items() if readback.get(k) != v)
-    if differing:
-        raise BackendError(f"registry tags of {model_name} v{version} did not read back: {differing}; "
-                           f"alias {alias!r} not moved")
     previous = registry.get_alias(model_name, alias)
+    # Refusing the very file the alias serves must not relabel the champion: its evidence stays as it was.
+    protected = not promoted and previous == version
+
+    if not protected:
+        tags = evidence_tags(evidence, sha, policy.required)
+        tags.update(_attest(registry, model_name, version, evidence, decision, policy, signing_key, alias))
+        registry.set_tags(model_name, version, tags)
+        readback = registry.get_tags(model_name, version)
+        differing = sorted(k for k, v in tags.items() if readback.get(k) != v)
+        if differing:
+            raise BackendError(f"registry tags of {model_name} v{version} did not read back: {differing}; "
+                               f"alias {alias!r} not moved")
+    registry.append_promotion_log(model_name, {
+        "at": datetime.now(UTC).isoformat(timespec="milliseconds"), "model": model_name, "version": version,
+        "alias": alias, "sha256": sha, "promoted": promoted, "reason": reason, "previous": previous,
+        "verdicts": {step: e.verdict.status for step, e in evidence.items()}, "policy": policy.describe()})
     if promoted:
-        registry.set_alias(model_name, alias, version)
-        if registry.get_alias(model_name, alias) != version:
-            raise BackendError(f"alias {alias!r} of {model_name} did not read back as version {version}")
-    record = {"at": datetime.now(UTC).isoformat(timespec="seconds"), "model": model_name, "version": version,
-              "alias": alias, "sha256": sha, "promoted": promoted, "reason": reason, "previous": previous,
-              "verdicts": {step: v.status for step, v in verdicts.items()}}
-    registry.append_promotion_log(model_name, record)
+        _move_alias(registry, model_name, alias, version)
+    outcome_written = protected or _write_outcome(registry, model_name, version, promoted, reason)
     log.info("%s v%s: %s (%s)", model_name, version, "promoted" if promoted else "refused", reason)
     details = {"model_name": model_name, "version": version, "alias": alias, "promoted": promoted,
-               "previous_alias_version": previous, "reason": reason}
+               "previous_alias_version": previous, "reason": reason, "outcome_tags_written": outcome_written,
+               "policy": policy.describe()}
     return Verdict(step=STEP, status=decision.status, checks=decision.checks, subject=decision.subject,
                    message=f"{'promoted' if promoted else 'refused'}: {reason}", versions=decision.versions,
                    details=details)
+
+
+def evidence_tags(evidence: Mapping[str, Evidence], sha: str, required: Sequence[str]) -> dict[str, str]:
+    """The machine-readable evidence on the version. A step writes only under its own `skewgate.<step>.`
+    prefix, and its own extras first, so that nothing a verdict says can overwrite what promote derives."""
+    tags: dict[str, str] = {}
+    for step, item in evidence.items():
+        prefix = f"skewgate.{step}."
+        extra = item.verdict.details.get("registry_tags", {})
+        if isinstance(extra, Mapping):
+            tags.update({str(k): str(v)[:5000] for k, v in extra.items()
+                         if str(k).startswith(prefix) and str(k) != f"{prefix}status"})
+    for step, item in evidence.items():
+        tags[f"skewgate.{step}.status"] = item.verdict.status
+        tags[f"skewgate.verdict_sha256.{step}"] = item.sha256
+    tags["skewgate.onnx_sha256"] = sha
+    tags["skewgate.required"] = ",".join(required)
+    return tags
+
+
+def _attest(registry: Registry, name: str, version: str, evidence: Mapping[str, Evidence], decision: Verdict,
+            policy: Policy, key: attest.SigningKey | None, alias: str) -> dict[str, str]:
+    """Store every step's verdict and envelope, and promote's own signed decision, with the version."""
+    files = {}
+    for step, item in evidence.items():
+        files[f"{step}.json"] = item.path.read_bytes()
+        if item.envelope is not None:
+            files[f"{step}{attest.ENVELOPE_SUFFIX}"] = (json.dumps(item.envelope, sort_keys=True) + "\n").encode()
+    if key is not None:
+        assert decision.subject is not None
+        predicate = {"decision": decision.status, "model_name": name, "version": version, "alias": alias,
+                     "policy": policy.describe(), "checks": [c.name for c in decision.checks if c.passed],
+                     "evidence": {s: {"verdict_sha256": e.sha256, "status": e.verdict.status}
+                                  for s, e in evidence.items()}}
+        subject = [{"name": Path(decision.subject.artifact).name, "digest": {"sha256": decision.subject.sha256}}]
+        envelope = attest.sign(attest.statement(subject, attest.PROMOTION_PREDICATE, predicate), key)
+        files[f"promotion{attest.ENVELOPE_SUFFIX}"] = (json.dumps(envelope, sort_keys=True) + "\n").encode()
+    uri = registry.store_attestations(name, version, files)
+    return {"skewgate.attestation.uri": uri, "skewgate.attestation.signed": str(key is not None).lower()}
+
+
+def _move_alias(registry: Registry, name: str, alias: str, version: str) -> None:
+    try:
+        registry.set_alias(name, alias, version)
+    except BackendError:
+        # The write may have landed before the connection broke: the alias, read back, says which it was.
+        if registry.get_alias(name, alias) != version:
+            raise
+    now = registry.get_alias(name, alias)
+    if now != version:
+        raise BackendError(f"alias {alias!r} of {name} reads back as version {now}, not {version} (moved by a "
+                           "concurrent promotion?)")
+
+
+def _write_outcome(registry: Registry, name: str, version: str, promoted: bool, reason: str) -> bool:
+    """The human-facing outcome tags, last: the alias (or its refusal) is already final, so a failure here is
+    reported in the details instead of turning a completed promotion into an error."""
+    try:
+        registry.set_tags(name, version, {OUTCOME_TAGS[0]: "promoted" if promoted else "refused",
+                                          OUTCOME_TAGS[1]: reason[:5000]})
+    except BackendError as err:
+        log.warning("outcome tags of %s v%s not written: %s", name, version, err)
+        return False
+    return True
+
+
+def input_example(npz: str | Path, onnx: str | Path, *, rows: int = 2) -> dict[str, Any]:
+    """The first `rows` samples of each model input in `npz`: the registered model's input example."""
+    from skewgate.common.io import load_npz, onnx_input_specs
+
+    specs = onnx_input_specs(load_onnx(onnx))
+    arrays = load_npz(npz, expected=specs)
+    return {spec.name: arrays[spec.name][:rows] for spec in specs}
 
 
 def _reason(decision: Verdict) -> str:

@@ -2,11 +2,13 @@
 
 import json
 
+import numpy as np
 import pytest
 from mlflow import MlflowClient
 
 from skewgate.common import mlflow_log
 from skewgate.common.errors import BackendError
+from skewgate.common.io import sha256_file
 from skewgate.common.verdict import Check, Verdict
 
 
@@ -56,29 +58,65 @@ def test_tensor_stats_table_is_logged(tracking):
     assert "sha256" in table["columns"] and len(table["data"]) == 1
 
 
-def test_registry_round_trip(tracking, tiny_onnx):
+@pytest.mark.parametrize("name", ["digits", "d'igits\" or name='x", "ziffern-ü «β»"],
+                         ids=["plain", "quotes-in-name", "unicode"])
+def test_registry_round_trip(tracking, tiny_onnx, name):
+    sha = sha256_file(tiny_onnx)
     with tracking.step_run("promote", pipeline_run_id="job-3") as run:
         registry = mlflow_log.MlflowRegistry(run)
-        assert not registry.model_exists("digits")
-        assert registry.find_version("digits", "abc") is None
-        version = registry.register("digits", tiny_onnx, "abc")
-        assert registry.find_version("digits", "abc") == version
-        registry.set_tags("digits", version, {"skewgate.export.status": "pass"})
-        assert registry.get_tags("digits", version)["skewgate.export.status"] == "pass"
-        assert registry.get_alias("digits", "champion") is None
+        assert not registry.model_exists(name)
+        assert registry.find_version(name, sha) is None
+        version = registry.register(name, tiny_onnx, sha)
+        assert registry.find_version(name, sha) == version
+        registry.set_tags(name, version, {"skewgate.export.status": "pass"})
+        assert registry.get_tags(name, version)["skewgate.export.status"] == "pass"
+        assert registry.get_alias(name, "champion") is None
+        registry.set_alias(name, "champion", version)
+        assert registry.get_alias(name, "champion") == version == mlflow_log.alias_version(
+            tracking, name, "champion")
+        assert not registry.version_exists(name, "99")
+        registry.append_promotion_log(name, {"at": "2026-01-01T00:00:00.000+00:00", "n": 1})
+        registry.append_promotion_log(name, {"at": "2026-01-01T00:00:01.000+00:00", "n": 2})
+    assert [r["n"] for r in mlflow_log.read_promotion_log(tracking)] == [1, 2]
+    log_run = MlflowClient(tracking.uri).search_runs([tracking.experiment_id],
+                                                      "tags.`skewgate.kind` = 'promotion-log'")[0]
+    assert log_run.info.status == "FINISHED"
+
+
+def test_a_registered_version_is_an_mlflow_model_that_pyfunc_loads(tracking, tiny_onnx, tmp_path):
+    import mlflow.pyfunc
+    import onnxruntime
+
+    sha = sha256_file(tiny_onnx)
+    example = {"x": np.arange(8, dtype=np.float32).reshape(2, 4)}
+    with tracking.step_run("promote", pipeline_run_id=None) as run:
+        registry = mlflow_log.MlflowRegistry(run, input_example=example)
+        version = registry.register("digits", tiny_onnx, sha)
         registry.set_alias("digits", "champion", version)
-        assert registry.get_alias("digits", "champion") == version == mlflow_log.alias_version(
-            tracking, "digits", "champion")
-        assert not registry.version_exists("digits", "99")
-        registry.append_promotion_log("digits", {"n": 1})
-        registry.append_promotion_log("digits", {"n": 2})
-    client = MlflowClient(tracking.uri)
-    source = client.get_model_version("digits", version).source
-    assert source.endswith("/onnx")
-    log_run = client.search_runs([tracking.experiment_id], "tags.`skewgate.kind` = 'promotion-log'")[0]
-    path = client.download_artifacts(log_run.info.run_id, "promotions.jsonl")
-    with open(path) as handle:
-        assert [json.loads(line)["n"] for line in handle] == [1, 2]
+    mlflow.set_registry_uri(tracking.uri)
+    model = mlflow.pyfunc.load_model("models:/digits@champion")
+    inputs = model.metadata.get_input_schema().inputs
+    assert [(i.name, i.shape) for i in inputs] == [("x", (-1, 4))]
+    sample = {"x": np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)}
+    expected = onnxruntime.InferenceSession(str(tiny_onnx)).run(None, sample)[0]
+    np.testing.assert_array_equal(np.asarray(model.predict(sample)["y"]), expected)
+    local = mlflow.artifacts.download_artifacts("models:/digits@champion", dst_path=str(tmp_path / "m"))
+    assert sha256_file(f"{local}/model.onnx") == sha  # the judged bytes, not a re-serialisation
+
+
+def test_concurrent_registrations_of_one_file_keep_one_version(tracking, tiny_onnx):
+    from concurrent.futures import ThreadPoolExecutor
+
+    sha = sha256_file(tiny_onnx)
+
+    def register(_):
+        with tracking.step_run("promote", pipeline_run_id=None) as run:
+            return mlflow_log.MlflowRegistry(run).register("digits", tiny_onnx, sha)
+
+    with ThreadPoolExecutor(4) as pool:
+        winners = set(pool.map(register, range(4)))
+    versions = MlflowClient(tracking.uri).search_model_versions("name='digits'")
+    assert len(versions) == 1 and winners == {str(versions[0].version)}
 
 
 def test_unreachable_server_gives_up_at_the_deadline():

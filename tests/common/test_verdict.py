@@ -71,7 +71,7 @@ def test_other_schema_version_is_an_input_error_naming_file_and_field(tmp_path):
     [
         pytest.param("{not json", "invalid JSON", id="invalid-json"),
         pytest.param("[1, 2]", "list", id="not-an-object"),
-        pytest.param('{"schema_version": 1, "step": "s"}', "KeyError", id="missing-fields"),
+        pytest.param('{"schema_version": 1, "step": "s"}', "no such field", id="missing-fields"),
     ],
 )
 def test_malformed_verdict_files_are_input_errors(tmp_path, content, found):
@@ -87,3 +87,69 @@ def test_error_verdict_has_error_status_and_message():
     assert verdict.status == "error"
     assert verdict.checks == ()
     assert "expected" in verdict.message
+
+
+def _edited(tmp_path, edit):
+    """A real passing verdict, written, then edited by hand the way a careless or hostile user would."""
+    verdict = Verdict.from_checks("export", [Check("outputs_match.y", passed=True, value=0.5, limit=1.0),
+                                             Check("lint.dropout_inactive", passed=False)], subject=SUBJECT)
+    data = verdict.to_dict()
+    edit(data)
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "found"),
+    [
+        pytest.param(lambda d: d.update(status="pass"), "does not follow from the checks", id="status-edited"),
+        pytest.param(lambda d: d.update(checks=[], status="pass"), "does not follow", id="empty-checks-pass"),
+        pytest.param(lambda d: d.update(schema_version=True), "schema_version: expected an integer",
+                     id="schema-version-bool"),
+        pytest.param(lambda d: d["checks"][1].update(passed="true"), r"checks\[1\]\.passed: expected true or false",
+                     id="passed-as-string"),
+        pytest.param(lambda d: d["checks"][0].update(value="0.5"), r"checks\[0\]\.value: expected a finite number",
+                     id="value-as-string"),
+        pytest.param(lambda d: d.update(signature="x"), "unknown field", id="unknown-top-field"),
+        pytest.param(lambda d: d["checks"][0].update(extra=1), r"checks\[0\]\.extra", id="unknown-check-field"),
+        pytest.param(lambda d: d["subject"].update(sha256="AB" * 32), "64 lowercase hex", id="bad-digest"),
+        pytest.param(lambda d: d.update(step="promotion"), "reserved", id="reserved-step-name"),
+        pytest.param(lambda d: d.update(step="export.status"), "step", id="dotted-step-name"),
+    ],
+)
+def test_hand_edited_verdicts_are_refused_naming_the_field(tmp_path, edit, found):
+    path = _edited(tmp_path, edit)
+    with pytest.raises(InputError, match=found) as info:
+        Verdict.read(path)
+    assert "export.json" in str(info.value)
+
+
+def test_an_honest_failing_verdict_still_reads_back_as_fail(tmp_path):
+    assert Verdict.read(_edited(tmp_path, lambda d: None)).status == "fail"
+
+
+def test_an_oversized_verdict_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
+    import skewgate.common.verdict as verdict_module
+
+    monkeypatch.setattr(verdict_module, "MAX_VERDICT_BYTES", 1000)
+    path = _edited(tmp_path, lambda d: d["details"].update(padding="x" * 2000))
+    with pytest.raises(InputError, match="at most 1000 bytes"):
+        Verdict.read(path)
+
+
+def test_the_shipped_json_schema_accepts_real_verdicts_and_rejects_edited_ones(tmp_path):
+    import jsonschema
+
+    from skewgate.common.verdict import json_schema
+
+    schema = json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    good = json.loads(_edited(tmp_path, lambda d: None).read_text())
+    jsonschema.validate(good, schema)
+    jsonschema.validate(Verdict.error("probe", "down").to_dict(), schema)
+    for edit in (lambda d: d.update(schema_version=True), lambda d: d["checks"][1].update(passed="false"),
+                 lambda d: d.update(extra=1)):
+        bad = json.loads(_edited(tmp_path, edit).read_text())
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)

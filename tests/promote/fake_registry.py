@@ -1,11 +1,13 @@
-"""An in-memory registry behind promote's `Registry` protocol, for unit tests of the decision and the order
-of registry operations. The real MLflow registry is exercised in tests/common and tests/integration."""
+"""In-memory registries behind promote's `Registry` protocol, for unit tests of the decision and the order of
+registry operations. The real MLflow registry is exercised in tests/promote/test_cli.py and tests/integration."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from skewgate.common.errors import BackendError
 
 
 class FakeRegistry:
@@ -13,6 +15,8 @@ class FakeRegistry:
         self.versions: dict[str, dict[str, dict[str, str]]] = {}  # model → version → tags
         self.aliases: dict[str, dict[str, str]] = {}
         self.log: list[dict[str, Any]] = []
+        self.attestations: dict[tuple[str, str], dict[str, bytes]] = {}
+        self.logged: dict[str, dict[str, str]] = {}  # pipeline run id → step → verdict digest
         self.drop_tags_on_write = drop_tags_on_write  # simulate a registry that loses writes
 
     def model_exists(self, name: str) -> bool:
@@ -46,5 +50,48 @@ class FakeRegistry:
     def set_alias(self, name: str, alias: str, version: str) -> None:
         self.aliases.setdefault(name, {})[alias] = version
 
+    def store_attestations(self, name: str, version: str, files: Mapping[str, bytes]) -> str:
+        self.attestations[(name, version)] = dict(files)
+        return f"memory://{name}/{version}/attestations"
+
+    def logged_verdict_digests(self, pipeline_run_id: str) -> dict[str, str]:
+        return dict(self.logged.get(pipeline_run_id, {}))
+
     def append_promotion_log(self, name: str, record: Mapping[str, Any]) -> None:
         self.log.append(dict(record))
+
+
+MUTATIONS = ("register", "set_tags", "store_attestations", "append_promotion_log", "set_alias")
+
+
+class CrashingRegistry(FakeRegistry):
+    """Crashes at the `crash_at`-th write: `before` it happens (the request never arrived) or `after` (it
+    landed, then the connection broke), as a process killed or a network cut at that point would."""
+
+    def __init__(self, crash_at: int, when: Literal["before", "after"]) -> None:
+        super().__init__()
+        self.crash_at, self.when, self.writes = crash_at, when, 0
+
+    def _write(self, method: str, *args: Any) -> Any:
+        self.writes += 1
+        if self.writes == self.crash_at and self.when == "before":
+            raise BackendError(f"crash before {method}")
+        result = getattr(FakeRegistry, method)(self, *args)
+        if self.writes == self.crash_at:
+            raise BackendError(f"crash after {method}")
+        return result
+
+    def register(self, name: str, artifact: Path, sha256: str) -> str:
+        return str(self._write("register", name, artifact, sha256))
+
+    def set_tags(self, name: str, version: str, tags: Mapping[str, str]) -> None:
+        self._write("set_tags", name, version, tags)
+
+    def store_attestations(self, name: str, version: str, files: Mapping[str, bytes]) -> str:
+        return str(self._write("store_attestations", name, version, files))
+
+    def append_promotion_log(self, name: str, record: Mapping[str, Any]) -> None:
+        self._write("append_promotion_log", name, record)
+
+    def set_alias(self, name: str, alias: str, version: str) -> None:
+        self._write("set_alias", name, alias, version)

@@ -1,12 +1,31 @@
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from skewgate.common import attest
 from skewgate.common.errors import BackendError, InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.verdict import Check, Subject, Verdict
-from skewgate.promote.core import decide, promote
+from skewgate.promote.core import Policy, decide
+from skewgate.promote.core import promote as promote_core
 from tests.promote.fake_registry import FakeRegistry
 
 NAME = "digits"
+
+
+def _key() -> attest.SigningKey:
+    key = Ed25519PrivateKey.generate()
+    return attest.SigningKey(key, attest.keyid(key.public_key()))
+
+
+PIPELINE_KEY, OTHER_KEY = _key(), _key()
+TRUSTED = {PIPELINE_KEY.keyid: PIPELINE_KEY.key.public_key()}
+
+
+def promote(*, required=("export",), allow_warn=False, trusted=TRUSTED, pipeline_run_id="", **kwargs):
+    """promote with a policy that trusts the pipeline's key and requires `export` unless told otherwise."""
+    policy = Policy(required=tuple(required), allow_warn=allow_warn, trusted_keys=trusted,
+                    pipeline_run_id=pipeline_run_id)
+    return promote_core(policy=policy, signing_key=PIPELINE_KEY, **kwargs)
 
 
 def _verdict(step, status_checks, sha):
@@ -20,10 +39,13 @@ def onnx_file(tmp_path, tiny_onnx):
     return path
 
 
-def _write(directory, *verdicts):
+def _write(directory, *verdicts, key=PIPELINE_KEY):
+    """Each verdict and, unless `key` is None, its envelope signed with `key`, as the steps write them."""
     directory.mkdir(exist_ok=True)
     for verdict in verdicts:
-        verdict.write(directory / f"{verdict.step}.json")
+        path = verdict.write(directory / f"{verdict.step}.json")
+        if key is not None:
+            attest.write_envelope(attest.sign(attest.verdict_statement(verdict), key), attest.envelope_path(path))
     return directory
 
 
@@ -65,7 +87,7 @@ def test_status_of_the_evidence_decides(onnx_file, tmp_path, checks, allow_warn,
 
 def test_refusal_tags_the_version_with_the_reason_and_leaves_the_alias(onnx_file, tmp_path):
     registry = FakeRegistry()
-    registry.versions[NAME] = {"1": {"skewgate.onnx_sha256": "old"}}
+    registry.versions[NAME] = {"1": {"skewgate.onnx_sha256": "0" * 64}}
     registry.aliases[NAME] = {"champion": "1"}
     verdicts = _write(tmp_path / "v", _verdict("export", FAILING, sha256_file(onnx_file)))
     result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
@@ -102,7 +124,7 @@ def test_missing_required_verdict_is_refused(onnx_file, tmp_path):
 
 
 def test_no_required_steps_means_fail():
-    assert decide({}, artifact_sha256="x", required=[]) == []
+    assert decide({}, artifact_sha256="x", policy=Policy(required=())) == []
     assert Verdict.from_checks("promote", [], subject=None).status == "fail"
 
 
@@ -146,7 +168,7 @@ def test_existing_version_must_hold_the_same_artifact(onnx_file, tmp_path):
     [
         pytest.param(lambda d, f: f.write_bytes(b"not onnx"), "expected a valid ONNX model", id="not-onnx"),
         pytest.param(lambda d, f: (d / "x.json").write_text("{"), "invalid JSON", id="bad-verdict-json"),
-        pytest.param(lambda d, f: _write(d, _verdict("export", PASSING, "a"), ).joinpath("again.json")
+        pytest.param(lambda d, f: _write(d, _verdict("export", PASSING, "a" * 64), ).joinpath("again.json")
                      .write_text((d / "export.json").read_text()), "a second verdict", id="duplicate-step"),
     ],
 )

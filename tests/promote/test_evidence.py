@@ -1,0 +1,204 @@
+"""Promote against careless and hostile evidence, and against crashes at every registry write.
+
+Each case ends refused (or as bad input) with the alias where it was and the champion's evidence untouched."""
+
+import json
+import shutil
+
+import pytest
+
+from skewgate.common import attest
+from skewgate.common.errors import BackendError, InputError
+from skewgate.common.io import sha256_file
+from skewgate.promote.core import Policy
+from skewgate.promote.core import promote as promote_core
+from tests.promote.fake_registry import MUTATIONS, CrashingRegistry, FakeRegistry
+from tests.promote.test_core import (
+    NAME,
+    OTHER_KEY,
+    PASSING,
+    PIPELINE_KEY,
+    TRUSTED,
+    _verdict,
+    _write,
+    promote,
+)
+
+
+@pytest.fixture
+def onnx_file(tmp_path, tiny_onnx):
+    path = tmp_path / "model.onnx"
+    path.write_bytes(tiny_onnx.read_bytes())
+    return path
+
+
+@pytest.fixture
+def champion(onnx_file):
+    """A registry whose champion v1 is another file, with complete evidence."""
+    registry = FakeRegistry()
+    registry.versions[NAME] = {"1": {"skewgate.onnx_sha256": "0" * 64, "skewgate.export.status": "pass",
+                                     "skewgate.promotion.status": "promoted"}}
+    registry.aliases[NAME] = {"champion": "1"}
+    return registry
+
+
+def _unchanged(registry, before):
+    assert registry.aliases[NAME] == {"champion": "1"}
+    assert registry.versions[NAME]["1"] == before
+
+
+def test_a_hand_written_unsigned_verdict_is_refused(onnx_file, tmp_path, champion):
+    before = dict(champion.versions[NAME]["1"])
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)), key=None)
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion)
+    assert result.status == "fail"
+    assert "unsigned: no export.intoto.jsonl beside the verdict" in result.message
+    _unchanged(champion, before)
+
+
+def test_a_verdict_signed_by_an_untrusted_key_is_refused(onnx_file, tmp_path, champion):
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)), key=OTHER_KEY)
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion)
+    assert result.status == "fail" and "no valid signature by a trusted key" in result.message
+    assert champion.aliases[NAME]["champion"] == "1"
+
+
+def test_a_signed_verdict_edited_afterwards_is_refused(onnx_file, tmp_path, champion):
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    data = json.loads((verdicts / "export.json").read_text())
+    data["checks"][0]["detail"] = "looked fine to me"  # a consistent edit: the status still follows
+    (verdicts / "export.json").write_text(json.dumps(data))
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion)
+    assert result.status == "fail" and "the signed verdict differs from the verdict file" in result.message
+
+
+def test_an_envelope_signed_for_another_artifact_is_refused(onnx_file, tmp_path, champion):
+    other = _write(tmp_path / "other", _verdict("export", PASSING, "f" * 64))
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)), key=None)
+    shutil.copy(other / "export.intoto.jsonl", verdicts / "export.intoto.jsonl")
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion)
+    assert result.status == "fail" and "signed verdict differs" in result.message
+
+
+def test_a_signed_verdict_about_another_artifact_is_refused(onnx_file, tmp_path, champion):
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, "f" * 64))
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion)
+    assert result.status == "fail"
+    assert "the file to promote is" in result.message and "signed for artifact sha256 fff" in result.message
+
+
+def test_a_verdict_replayed_from_another_pipeline_run_is_refused(onnx_file, tmp_path, champion):
+    verdict = _verdict("export", PASSING, sha256_file(onnx_file))
+    verdicts = _write(tmp_path / "v", verdict)
+    champion.logged = {"run-1": {"export": verdict.digest()}, "run-2": {"export": "e" * 64}}
+    assert promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion,
+                   pipeline_run_id="run-1").status == "pass"
+    champion.aliases[NAME]["champion"] = "1"
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion,
+                     pipeline_run_id="run-2")
+    assert result.status == "fail" and "not the verdict the export step logged in pipeline run run-2" in result.message
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion,
+                     pipeline_run_id="run-3")
+    assert "no export step run in pipeline run run-3" in result.message
+
+
+def test_without_trusted_keys_unsigned_evidence_needs_an_explicit_opt_in(onnx_file, tmp_path):
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)), key=None)
+    refused = promote_core(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=FakeRegistry(),
+                           policy=Policy(required=("export",)))
+    assert refused.status == "fail" and "--allow-unsigned" in refused.message
+    allowed = promote_core(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=FakeRegistry(),
+                           policy=Policy(required=("export",), allow_unsigned=True))
+    assert allowed.status == "pass"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param(lambda d: d.update(status="pass"), id="failing-verdict-status-edited"),
+        pytest.param(lambda d: d.update(checks=[], status="pass"), id="empty-checks"),
+        pytest.param(lambda d: d["checks"][0].update(passed="false"), id="passed-as-string"),
+    ],
+)
+def test_hand_edited_verdicts_are_bad_input_before_the_registry_is_touched(onnx_file, tmp_path, champion, edit):
+    before = dict(champion.versions[NAME]["1"])
+    verdicts = _write(tmp_path / "v", _verdict("export", [PASSING[0].__class__("c", passed=False)],
+                                               sha256_file(onnx_file)))
+    data = json.loads((verdicts / "export.json").read_text())
+    edit(data)
+    (verdicts / "export.json").write_text(json.dumps(data))
+    with pytest.raises(InputError):
+        promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion)
+    _unchanged(champion, before)
+    assert champion.log == []
+
+
+def test_a_verdict_cannot_write_outside_its_own_prefix(onnx_file, tmp_path):
+    from skewgate.common.verdict import Verdict
+
+    sha = sha256_file(onnx_file)
+    failing = _verdict("export", [PASSING[0].__class__("c", passed=False)], sha)
+    hostile = Verdict.from_checks("export", failing.checks, subject=failing.subject, details={"registry_tags": {
+        "skewgate.promotion.status": "promoted", "skewgate.onnx_sha256": "0" * 64, "skewgate.drift.status": "pass",
+        "skewgate.export.status": "pass", "skewgate.export.profile_uri": "s3://ok"}})
+    registry = FakeRegistry()
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=_write(tmp_path / "v", hostile),
+                     registry=registry)
+    tags = registry.versions[NAME]["1"]
+    assert result.status == "fail"
+    assert tags["skewgate.promotion.status"] == "refused" and tags["skewgate.onnx_sha256"] == sha
+    assert tags["skewgate.export.status"] == "fail" and tags["skewgate.export.profile_uri"] == "s3://ok"
+    assert "skewgate.drift.status" not in tags
+
+
+def test_refusing_the_champions_own_file_leaves_the_champion_as_it_was(onnx_file, tmp_path):
+    sha = sha256_file(onnx_file)
+    registry = FakeRegistry()
+    first = promote(model_name=NAME, onnx=onnx_file, registry=registry,
+                    verdicts_dir=_write(tmp_path / "v1", _verdict("export", PASSING, sha)))
+    assert first.status == "pass"
+    before = dict(registry.versions[NAME]["1"])
+    failing = _verdict("export", [PASSING[0].__class__("c", passed=False)], sha)
+    again = promote(model_name=NAME, onnx=onnx_file, registry=registry, verdicts_dir=_write(tmp_path / "v2", failing))
+    assert again.status == "fail"
+    _unchanged(registry, before)
+    assert [r["promoted"] for r in registry.log] == [True, False]
+
+
+def test_promote_signs_its_decision_and_stores_the_evidence_with_the_version(onnx_file, tmp_path):
+    registry = FakeRegistry()
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
+    stored = registry.attestations[(NAME, "1")]
+    assert set(stored) == {"export.json", "export.intoto.jsonl", "promotion.intoto.jsonl"}
+    statement, signer = attest.open_envelope(json.loads(stored["promotion.intoto.jsonl"]), TRUSTED)
+    assert signer == PIPELINE_KEY.keyid and statement["predicateType"] == attest.PROMOTION_PREDICATE
+    assert statement["subject"][0]["digest"]["sha256"] == sha256_file(onnx_file)
+    assert statement["predicate"]["decision"] == "pass" and statement["predicate"]["version"] == "1"
+    assert registry.versions[NAME]["1"]["skewgate.attestation.uri"].startswith("memory://")
+
+
+def _complete(registry, version):
+    tags = registry.versions[NAME][version]
+    return tags.get("skewgate.export.status") == "pass" and "skewgate.attestation.uri" in tags
+
+
+CRASH_POINTS = [pytest.param(at, when, id=f"{when}-write-{at}") for at in range(1, len(MUTATIONS) + 2)
+                for when in ("before", "after")]
+
+
+@pytest.mark.parametrize(("crash_at", "when"), CRASH_POINTS)
+def test_a_crash_at_any_write_leaves_the_alias_unmoved_or_on_complete_evidence(onnx_file, tmp_path, crash_at, when):
+    registry = CrashingRegistry(crash_at, when)
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    try:
+        result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
+    except BackendError:
+        result = None  # exit 2: the promotion did not happen
+    alias = registry.get_alias(NAME, "champion")
+    if result is None:
+        assert alias is None, "an error exit must mean the alias did not move"
+    else:
+        assert result.status == "pass" and alias == "1" and _complete(registry, "1")
+    if alias is not None:
+        assert _complete(registry, alias)
