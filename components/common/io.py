@@ -6,6 +6,7 @@ Every failure is an `InputError` naming the file, the field, what was expected a
 from __future__ import annotations
 
 import hashlib
+import os
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,15 +50,50 @@ class TensorSpec:
         return f"{self.dtype}[{dims}]"
 
 
-def load_npz(path: str | Path, *, expected: Sequence[TensorSpec] = ()) -> dict[str, np.ndarray]:
+DEFAULT_MAX_NPZ_BYTES = 2 << 30  # decompressed; `$SKEWGATE_MAX_NPZ_BYTES` overrides
+
+
+def max_npz_bytes() -> int:
+    value = os.environ.get("SKEWGATE_MAX_NPZ_BYTES", "")
+    if not value:
+        return DEFAULT_MAX_NPZ_BYTES
+    if not value.isdigit():
+        raise InputError("SKEWGATE_MAX_NPZ_BYTES", expected="a number of bytes", found=repr(value))
+    return int(value)
+
+
+def npz_decompressed_bytes(path: Path) -> int:
+    """What loading the archive would allocate, from each array's `.npy` header (a compressed archive can
+    claim little in its zip directory and inflate to gigabytes): read before anything is decompressed whole."""
+    total = 0
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            with archive.open(info) as member:
+                version = np.lib.format.read_magic(member)
+                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                               else np.lib.format.read_array_header_2_0)
+                shape, _, dtype = read_header(member)
+            total += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    return total
+
+
+def load_npz(path: str | Path, *, expected: Sequence[TensorSpec] = (), max_bytes: int | None = None
+             ) -> dict[str, np.ndarray]:
     """Load named arrays and check each expected input's presence, dtype, rank and static dimensions.
 
     Arrays not named in `expected` are kept (labels often travel in the same file) but never fed to a model.
+    An archive that would decompress to more than `max_bytes` (default `max_npz_bytes()`) is refused before
+    any array is read.
     """
     path = Path(path)
     if not path.is_file():
         raise InputError(path, expected="an .npz file of named arrays", found="no such file")
+    limit = max_npz_bytes() if max_bytes is None else max_bytes
     try:
+        size = npz_decompressed_bytes(path)
+        if size > limit:
+            raise InputError(path, expected=f"at most {limit} bytes decompressed (SKEWGATE_MAX_NPZ_BYTES)",
+                             found=f"{size} bytes")
         with np.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:

@@ -16,11 +16,14 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                           "dynamo exporter, and check it against PyTorch: outputs, batch invariance, "
                           "determinism, model lint, input hash chain.")
     parser.add_argument("--model", required=True,
-                        help=".pt2 ExportedProgram, or models:/… / runs:/… (unpickles: trusted registries only)")
+                        help=".pt2 ExportedProgram (opened with no pickle), or models:/… / runs:/… with "
+                             "--allow-pickle")
     parser.add_argument("--inputs", required=True, type=Path, help=".npz of example inputs named as the model's")
     parser.add_argument("--out", required=True, type=Path, help="where to write the ONNX model")
     parser.add_argument("--tolerance", action="append", default=[], metavar="OUTPUT=RTOL,ATOL",
                         help="override the dtype-default tolerance for one output (repeatable)")
+    parser.add_argument("--allow-pickle", action="store_true",
+                        help="allow an MLflow pytorch model URI: it unpickles code, so trusted registries only")
     parser.add_argument("--max-samples", type=int, default=64,
                         help="examples used for comparison and batch invariance (default: 64)")
     add_common_args(parser)
@@ -47,6 +50,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         from skewgate.export.core import export_model
 
         return export_model(model=args.model, inputs=args.inputs, out=args.out,
-                            tolerances=_tolerances(args.tolerance), max_samples=args.max_samples)
+                            tolerances=_tolerances(args.tolerance), max_samples=args.max_samples,
+                            allow_pickle=args.allow_pickle)
 
     return run_step("export", args, evaluate)

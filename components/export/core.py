@@ -41,6 +41,7 @@ def export_model(
     out: str | Path,
     tolerances: Mapping[str, Tolerance] | None = None,
     max_samples: int = 64,
+    allow_pickle: bool = False,
 ) -> Verdict:
     """Export `model` (a `.pt2` ExportedProgram or an MLflow pytorch model URI) to `out` and judge it.
 
@@ -48,7 +49,7 @@ def export_model(
     use the first `max_samples` examples (batch invariance runs each of them alone, so this bounds its cost).
     """
     out = Path(out)
-    program, source_sha = load_program(str(model), inputs)
+    program, source_sha = load_program(str(model), inputs, allow_pickle=allow_pickle)
     specs = _input_specs(program)
     arrays = load_npz(inputs, expected=specs)
     feeds = {spec.name: arrays[spec.name][:max_samples] for spec in specs}
@@ -116,10 +117,16 @@ def quiet() -> Iterator[None]:
             logger.setLevel(level)
 
 
-def load_program(model: str, inputs: str | Path) -> tuple[torch.export.ExportedProgram, str | None]:
-    import torch
+def load_program(model: str, inputs: str | Path, *, allow_pickle: bool = False
+                 ) -> tuple[torch.export.ExportedProgram, str | None]:
+    """A `.pt2` opened so that no pickle runs, or (only with `allow_pickle`) an MLflow pytorch model URI,
+    which unpickles code and so belongs to trusted registries only."""
+    from skewgate.common.pt2 import load_exported_program
 
     if "://" in model or model.startswith(("models:/", "runs:/")):
+        if not allow_pickle:
+            raise InputError(model, expected="a .pt2 file (MLflow pytorch models unpickle code)",
+                             found="an MLflow model URI; pass --allow-pickle if you trust that registry")
         from skewgate.common import mlflow_log
 
         module = mlflow_log.load_pytorch_model(model)
@@ -129,7 +136,9 @@ def load_program(model: str, inputs: str | Path) -> tuple[torch.export.ExportedP
         raise InputError(path, expected="a torch.export program (.pt2)", found="no such file")
     try:
         with quiet():
-            program = torch.export.load(str(path))
+            program = load_exported_program(path)
+    except InputError:
+        raise
     except Exception as err:  # zip, pickle-free deserialisation and version errors all mean "not a .pt2"
         # torch's message points at warnings we silenced; the zip check says what the file really is.
         kind = "a zip archive that is not a .pt2" if zipfile.is_zipfile(path) else "not a zip archive"

@@ -92,3 +92,26 @@ def test_onnx_loader_rejects_non_onnx_and_truncated_files(tmp_path, tiny_onnx):
 
 def test_onnx_input_specs_mark_symbolic_dims(tiny_onnx):
     assert onnx_input_specs(load_onnx(tiny_onnx)) == [TensorSpec("x", "float32", (None, 4))]
+
+
+def test_an_npz_bomb_is_refused_before_it_is_decompressed(tmp_path, monkeypatch):
+    import tracemalloc
+
+    path = tmp_path / "bomb.npz"
+    np.savez_compressed(path, x=np.zeros((64, 1024, 1024), np.float32))  # 256 MiB of zeros, ~0.3 MiB on disk
+    assert path.stat().st_size < 2 << 20
+    monkeypatch.setenv("SKEWGATE_MAX_NPZ_BYTES", str(64 << 20))
+    tracemalloc.start()
+    with pytest.raises(InputError, match=r"bomb\.npz: expected at most 67108864 bytes decompressed .* found 268435456"):
+        load_npz(path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 16 << 20  # refused from the headers: nothing was inflated
+
+
+def test_the_npz_limit_admits_arrays_under_it(tmp_path):
+    path = tmp_path / "ok.npz"
+    np.savez_compressed(path, x=np.ones((4, 3), np.float32))
+    assert load_npz(path, max_bytes=48)["x"].shape == (4, 3)
+    with pytest.raises(InputError, match="at most 47 bytes"):
+        load_npz(path, max_bytes=47)
