@@ -35,3 +35,19 @@ def test_finish_raises_on_error_after_writing(tmp_path):
     with pytest.raises(RuntimeError, match="could not evaluate: boom"):
         finish(Verdict.error("export", "boom"), **_outputs(tmp_path))
     assert Verdict.read(tmp_path / "v").status == "error"
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "[click](javascript:alert(1))", "a | b"],
+    ids=["script", "img-onerror", "link", "pipe"],
+)
+def test_user_controlled_strings_are_text_in_the_kfp_markdown(hostile):
+    import markdown
+
+    verdict = Verdict.from_checks(
+        "drift", [Check(f"ks.{hostile}", passed=False, detail=hostile)],
+        subject=Subject(artifact=f"/data/{hostile}.onnx", sha256="ab" * 32))
+    rendered = markdown.markdown(to_markdown(verdict), extensions=["tables"])
+    assert "<script" not in rendered and "<img" not in rendered and "href=" not in rendered
+    assert rendered.count("<tr>") == 2  # the pipe did not split the row: header + one check
