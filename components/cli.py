@@ -18,7 +18,9 @@ COMMANDS = {
     "parity": ("skewgate.parity.cli", "PyTorch vs ORT FP32/INT8 vs Triton, layer by layer; `parity preprocess`"),
     "calibrate": ("skewgate.calibrate.cli", "outlier-aware INT8 calibration with an accuracy budget and FP32 fallback"),
     "probe": ("skewgate.probe.cli", "check a Triton deployment against the model; `probe serve`, `probe install`"),
-    "promote": ("skewgate.promote.cli", "fail-closed registry promotion from verdicts"),
+    "promote": ("skewgate.promote.cli", "fail-closed registry promotion from signed verdicts"),
+    "verify": ("skewgate.verify.cli", "re-check a champion's signed evidence from the registry alone"),
+    "keys": ("skewgate.verify.keys", "generate the Ed25519 key pair that signs and checks verdicts"),
     "pipeline": ("skewgate.pipelines.cli", "compile, run locally, submit or schedule the pipelines"),
     "demo": ("skewgate.demo.run", "train the digits CNN and gate a good and a defective candidate"),
 }

@@ -373,6 +373,46 @@ class MlflowRegistry:
         return str(ordered[0].info.run_id)
 
 
+@dataclass(frozen=True)
+class Champion:
+    """A registered version as downloaded: its tags, its MLflow Model folder, and its stored attestations."""
+
+    version: str
+    tags: dict[str, str]
+    model_dir: Path
+    attestations_dir: Path | None  # `attestations/v<N>` of the promote run, when the version names one
+
+
+class RegistryChampions:
+    """Read-only access to what an alias points at (for `skewgate verify` and the compare step)."""
+
+    def __init__(self, uri: str) -> None:
+        from mlflow import MlflowClient
+
+        self.uri = uri
+        self.client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+    def fetch(self, name: str, alias: str, workdir: Path) -> Champion | None:
+        import mlflow.artifacts
+
+        found = _or_none(self.uri, lambda: self.client.get_model_version_by_alias(name, alias))
+        if found is None:
+            return None
+        version, tags = str(found.version), dict(found.tags)
+
+        def download(uri: str, folder: str) -> Path:
+            try:
+                return Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(workdir / folder),
+                                                                tracking_uri=self.uri))
+            except Exception as err:
+                raise BackendError(f"MLflow at {self.uri}: cannot download {uri}: {err}") from err
+
+        model_dir = download(str(self.client.get_model_version_download_uri(name, version)), "model")
+        attestation_uri = tags.get("skewgate.attestation.uri")
+        attestations = download(attestation_uri, "attestations") if attestation_uri else None
+        return Champion(version, tags, model_dir, attestations)
+
+
 def read_promotion_log(tracking: Tracking) -> list[dict[str, Any]]:
     """Every promotion record of the experiment, oldest first."""
     query = f"tags.`{PROMOTION_LOG_TAG}` = 'promotion-log'"

@@ -1,16 +1,27 @@
 """`skewgate promote` end to end against a real embedded MLflow registry: exit codes and what it leaves."""
 
+import os
+import stat
+
 import pytest
 from mlflow import MlflowClient
 
 from skewgate.cli import main
+from skewgate.common.cli_support import write_report
 from skewgate.common.io import sha256_file
 from skewgate.common.processes import free_port
 from skewgate.common.verdict import Check, Subject, Verdict
 
 
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("keys")
+    assert main(["keys", "generate", "--out", str(folder)]) == 0
+    return folder / "skewgate.key", folder / "skewgate.pub"
+
+
 @pytest.fixture
-def setup(tmp_path, tiny_onnx):
+def setup(tmp_path, tiny_onnx, keys):
     onnx_path = tmp_path / "model.onnx"
     onnx_path.write_bytes(tiny_onnx.read_bytes())
     verdicts = tmp_path / "verdicts"
@@ -18,15 +29,23 @@ def setup(tmp_path, tiny_onnx):
 
     def write(status_ok=True):
         check = Check("c", passed=status_ok)
-        Verdict.from_checks("export", [check], subject=Subject("m", sha256_file(onnx_path))).write(
-            verdicts / "export.json")
+        verdict = Verdict.from_checks("export", [check], subject=Subject("m", sha256_file(onnx_path)))
+        verdicts.mkdir(exist_ok=True)
+        write_report(verdict, verdicts / "export.json", signing_key=str(keys[0]))  # as a step's --report does
 
     return onnx_path, verdicts, uri, write
 
 
-def _promote(onnx_path, verdicts, uri, *extra):
+def _promote(onnx_path, verdicts, uri, *extra, keys=None):
+    trust = ["--trusted-key", str(keys[1])] if keys else []
     return main(["promote", "--model-name", "digits", "--onnx", str(onnx_path), "--verdicts", str(verdicts),
-                 "--tracking-uri", uri, "--experiment", "digits", *extra])
+                 "--tracking-uri", uri, "--experiment", "digits", "--require", "export", *trust, *extra])
+
+
+@pytest.fixture(autouse=True)
+def _trust_the_test_key(keys, monkeypatch):
+    monkeypatch.setenv("SKEWGATE_TRUSTED_KEYS", str(keys[1]))
+    monkeypatch.setenv("SKEWGATE_SIGNING_KEY", str(keys[0]))
 
 
 def test_pass_promotes_and_exits_0(setup):
@@ -100,3 +119,59 @@ def test_without_a_tracking_uri_exits_2(setup, monkeypatch):
     onnx_path, verdicts, _uri, write = setup
     write()
     assert _promote(onnx_path, verdicts, "") == 2
+
+
+def test_keys_generate_writes_a_private_key_only_its_owner_reads(keys, capsys):
+    key, public = keys
+    assert stat.S_IMODE(os.stat(key).st_mode) == 0o600 and public.read_text().startswith("-----BEGIN PUBLIC KEY")
+    assert main(["keys", "generate", "--out", str(key.parent)]) == 2  # never overwrites a key
+    assert "refusing to overwrite" in capsys.readouterr().err
+
+
+def test_unsigned_evidence_is_refused_unless_explicitly_allowed(setup, monkeypatch):
+    onnx_path, verdicts, uri, write = setup
+    write()
+    (verdicts / "export.intoto.jsonl").unlink()
+    assert _promote(onnx_path, verdicts, uri) == 1
+    monkeypatch.delenv("SKEWGATE_TRUSTED_KEYS")
+    assert _promote(onnx_path, verdicts, uri) == 1  # no trusted key at all: still refused
+    assert _promote(onnx_path, verdicts, uri, "--allow-unsigned") == 0
+
+
+def _verify(uri, keys, *extra):
+    return main(["verify", "--model-name", "digits", "--tracking-uri", uri, "--trusted-key", str(keys[1]), *extra])
+
+
+def test_verify_rechecks_the_champion_from_the_registry_alone(setup, keys, tmp_path, monkeypatch):
+    onnx_path, verdicts, uri, write = setup
+    write()
+    assert _promote(onnx_path, verdicts, uri) == 0
+    assert _verify(uri, keys, "--report", str(tmp_path / "verify.json")) == 0
+    report = Verdict.read(tmp_path / "verify.json")
+    assert {c.name for c in report.checks} == {"champion.resolved", "artifact.sha256", "attestation.promotion",
+                                               "evidence.export"}
+    monkeypatch.delenv("SKEWGATE_TRUSTED_KEYS")
+    other = tmp_path / "other"
+    main(["keys", "generate", "--out", str(other)])
+    assert _verify(uri, (None, other / "skewgate.pub")) == 1  # signed, but not by a key this deployment trusts
+    assert main(["verify", "--model-name", "digits", "--tracking-uri", uri]) == 2  # no trusted key given
+
+
+@pytest.mark.parametrize("target", ["model.onnx", "export.json", "promotion.intoto.jsonl"])
+def test_verify_fails_when_the_registered_files_were_changed(setup, keys, tmp_path, target):
+    onnx_path, verdicts, uri, write = setup
+    write()
+    assert _promote(onnx_path, verdicts, uri) == 0
+    store = tmp_path / "artifacts"  # the embedded store keeps artifacts beside mlflow.db
+    (path,) = [p for p in store.rglob(target) if "attestations" in str(p) or target == "model.onnx"
+               and "/model/" in str(p)]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    assert _verify(uri, keys) == 1
+
+
+def test_verify_without_a_champion_exits_1(setup, keys):
+    _onnx_path, _verdicts, uri, _write = setup
+    main(["promote", "--model-name", "x", "--onnx", "nowhere", "--verdicts", "nowhere", "--tracking-uri", uri])
+    assert _verify(uri, keys) == 1

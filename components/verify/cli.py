@@ -1,0 +1,52 @@
+"""`skewgate verify --model-name NAME --alias champion --trusted-key skewgate.pub`: exit 0 when the champion's
+evidence holds, 1 when it does not, 2 when it could not be checked (registry down, no key)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from skewgate.common.cli_support import configure_logging, exit_code, summary, write_report
+from skewgate.common.errors import SkewgateError
+from skewgate.common.verdict import Verdict
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    parser = parser or argparse.ArgumentParser(prog="skewgate verify")
+    parser.description = ("Re-check a champion from the registry alone: the registered ONNX digest, promote's "
+                          "signed decision and every required step's signed verdict.")
+    parser.add_argument("--model-name", required=True, help="registered model name")
+    parser.add_argument("--alias", default="champion", help="alias to verify (default: champion)")
+    parser.add_argument("--trusted-key", action="append", default=[], metavar="PUB",
+                        help="public key whose signatures count (repeatable; $SKEWGATE_TRUSTED_KEYS adds more)")
+    parser.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", ""),
+                        help="MLflow tracking/registry URI (default: $MLFLOW_TRACKING_URI)")
+    parser.add_argument("--report", type=Path, help="write the verdict JSON here")
+    parser.add_argument("-q", "--quiet", action="store_true", help="only the first line on stderr")
+    return parser
+
+
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    args = build_parser(parser).parse_args(argv)
+    configure_logging(quiet=args.quiet)
+    try:
+        from skewgate.common import attest, mlflow_log
+        from skewgate.verify.core import verify_champion
+
+        trusted = attest.load_trusted_keys(attest.trusted_key_paths(args.trusted_key))
+        if not args.tracking_uri:
+            raise SkewgateError("no registry: set --tracking-uri or MLFLOW_TRACKING_URI")
+        source = mlflow_log.RegistryChampions(args.tracking_uri)
+        with tempfile.TemporaryDirectory() as workdir:
+            verdict = verify_champion(model_name=args.model_name, alias=args.alias, source=source,
+                                      trusted=trusted, workdir=Path(workdir))
+    except SkewgateError as err:
+        verdict = Verdict.error("verify", str(err))
+    if args.report:
+        write_report(verdict, args.report)
+    text = summary(verdict)
+    print(text.splitlines()[0] if args.quiet else text, file=sys.stderr)
+    return exit_code(verdict)
