@@ -163,8 +163,8 @@ def test_verify_fails_when_the_registered_files_were_changed(setup, keys, tmp_pa
     write()
     assert _promote(onnx_path, verdicts, uri) == 0
     store = tmp_path / "artifacts"  # the embedded store keeps artifacts beside mlflow.db
-    (path,) = [p for p in store.rglob(target) if "attestations" in str(p) or target == "model.onnx"
-               and "/model/" in str(p)]
+    (path,) = [p for p in store.rglob(target) if "attestations" in str(p) or (target == "model.onnx"
+               and "/model/" in str(p))]
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))
