@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -38,7 +39,7 @@ def run_locally(pipeline: Callable[..., Any], arguments: Mapping[str, Any], *, p
 
     pipeline_root = pipeline_root.resolve()  # DockerRunner mounts it at the same absolute path
     pipeline_root.mkdir(parents=True, exist_ok=True)
-    local.init(runner=_runner(runner), pipeline_root=str(pipeline_root), raise_on_error=False)
+    local.init(runner=_runner(runner, pipeline_root), pipeline_root=str(pipeline_root), raise_on_error=False)
     started_ms = int(time.time() * 1000)
     sink = log_file.open("a", encoding="utf-8") if log_file else None
     with contextlib.ExitStack() as stack, warnings.catch_warnings():
@@ -55,12 +56,21 @@ def run_locally(pipeline: Callable[..., Any], arguments: Mapping[str, Any], *, p
     return LocalRun(succeeded=output is not None, output=output, started_ms=started_ms)
 
 
-def _runner(kind: Runner) -> Any:
+def _runner(kind: Runner, pipeline_root: Path) -> Any:
+    """Subprocess steps inherit `$SKEWGATE_SIGNING_KEY`; containers see only the pipeline root, so the key is
+    copied there (owner-only) and its in-container path passed in the environment."""
     from kfp import local
 
     if kind == "subprocess":
         return local.SubprocessRunner(use_venv=False)
+    environment = {"HOME": "/tmp"}
+    key = os.environ.get("SKEWGATE_SIGNING_KEY", "")
+    if key:
+        inside = pipeline_root / ".signing" / "skewgate.key"
+        inside.parent.mkdir(mode=0o700, exist_ok=True)
+        shutil.copyfile(key, inside)
+        inside.chmod(0o600)
+        environment["SKEWGATE_SIGNING_KEY"] = str(inside)
     # The host's uid, so that the container can write the mounted pipeline root (on a cluster the image's own
     # non-root user applies); HOME in /tmp, which any uid may write.
-    return local.DockerRunner(network_mode="host", user=f"{os.getuid()}:{os.getgid()}",
-                              environment={"HOME": "/tmp"})
+    return local.DockerRunner(network_mode="host", user=f"{os.getuid()}:{os.getgid()}", environment=environment)

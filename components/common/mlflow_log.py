@@ -316,6 +316,14 @@ class MlflowRegistry:
     def set_alias(self, name: str, alias: str, version: str) -> None:
         self._call(lambda: self.client.set_registered_model_alias(name, alias, version))
 
+    def set_description(self, name: str, version: str, markdown: str) -> None:
+        """The version's description, with a link to the pipeline's parent run in the MLflow UI."""
+        run = self._call(lambda: self.client.get_run(self.run.run_id))
+        parent = run.data.tags.get("mlflow.parentRunId", self.run.run_id)
+        link = f"#/experiments/{self.run.tracking.experiment_id}/runs/{parent}"
+        text = f"{markdown}\n\nPipeline run: [{parent[:8]}]({link})"
+        self._call(lambda: self.client.update_model_version(name, version, description=text[:60000]))
+
     def store_attestations(self, name: str, version: str, files: Mapping[str, bytes]) -> str:
         """The verdicts, their envelopes and promote's own, as artifacts of this promote run."""
         folder = f"attestations/v{version}"

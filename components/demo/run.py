@@ -50,12 +50,14 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     data = train_and_save(workdir / "candidates", seed=args.seed)
     log.info("test accuracy in PyTorch: %.1f%%", 100 * data.accuracy)
     tracking = mlflow_log.connect(tracking_uri, experiment=MODEL_NAME)
+    public_key = _signing_keys(workdir / "keys")
     kfp_options = {"pipeline_root": workdir / "kfp", "log_file": workdir / "kfp.log"}
     statuses = {}
     runs = [(f"release gate, {label} candidate ({candidate.name})", release_gate,
              {"candidate_model": str(candidate), "eval_data": str(data.examples),
               "calibration_data": str(data.calibration), "reference_data": str(data.reference),
-              "current_data": str(data.current), "model_name": MODEL_NAME, "mlflow_tracking_uri": tracking_uri})
+              "current_data": str(data.current), "model_name": MODEL_NAME, "mlflow_tracking_uri": tracking_uri,
+              "trusted_public_keys": public_key})
             for label, candidate in (("good", data.good), ("defective", data.defective))]
     runs += [(f"nightly drift, {label} serving data", nightly_drift_local,
               {"serving_snapshot": str(snapshot), "model_name": MODEL_NAME, "mlflow_tracking_uri": tracking_uri})
@@ -70,6 +72,9 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 
     champion = mlflow_log.alias_version(tracking, MODEL_NAME, "champion")
     print(f"\n'champion' alias of {MODEL_NAME}: version {champion or '(none)'}")
+    skewgate_bin = Path(sys.executable).with_name("skewgate")
+    print(f"Verify it as a deployment would: {skewgate_bin} verify --model-name {MODEL_NAME} --alias champion "
+          f"--trusted-key {workdir / 'keys' / 'skewgate.pub'} --tracking-uri {tracking_uri}")
     print(f"Task logs of the pipeline runs: {workdir / 'kfp.log'}")
     mlflow_bin = Path(sys.executable).with_name("mlflow")
     print(f"Open the results: {mlflow_bin} ui --backend-store-uri {tracking_uri} --port 5000  "
@@ -83,6 +88,19 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         print(f"demo: expected {expected}, got {list(statuses.values())}", file=sys.stderr)
         return 1
     return 0
+
+
+def _signing_keys(folder: Path) -> str:
+    """The demo's own key pair (made once): every step signs its verdict with the private key (through
+    `$SKEWGATE_SIGNING_KEY`, which kfp.local hands to the steps), and promote trusts only the public key."""
+    import os
+
+    from skewgate.common import attest
+
+    if not (folder / attest.KEY_FILE).exists():
+        attest.generate_keys(folder)
+    os.environ[attest.SIGNING_KEY_ENV] = str(folder / attest.KEY_FILE)
+    return (folder / attest.PUBLIC_KEY_FILE).read_text(encoding="utf-8")
 
 
 def _short(text: str, limit: int = 70) -> str:

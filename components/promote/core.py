@@ -44,6 +44,7 @@ class Registry(Protocol):
     def get_alias(self, name: str, alias: str) -> str | None: ...
     def set_alias(self, name: str, alias: str, version: str) -> None: ...
     def store_attestations(self, name: str, version: str, files: Mapping[str, bytes]) -> str: ...
+    def set_description(self, name: str, version: str, markdown: str) -> None: ...
     def logged_verdict_digests(self, pipeline_run_id: str) -> dict[str, str]: ...
     def append_promotion_log(self, name: str, record: Mapping[str, Any]) -> None: ...
 
@@ -188,7 +189,8 @@ def promote(
         "verdicts": {step: e.verdict.status for step, e in evidence.items()}, "policy": policy.describe()})
     if promoted:
         _move_alias(registry, model_name, alias, version)
-    outcome_written = protected or _write_outcome(registry, model_name, version, promoted, reason)
+    outcome_written = protected or _write_outcome(registry, model_name, version, promoted, reason,
+                                                  description(evidence, decision, policy))
     log.info("%s v%s: %s (%s)", model_name, version, "promoted" if promoted else "refused", reason)
     details = {"model_name": model_name, "version": version, "alias": alias, "promoted": promoted,
                "previous_alias_version": previous, "reason": reason, "outcome_tags_written": outcome_written,
@@ -250,10 +252,28 @@ def _move_alias(registry: Registry, name: str, alias: str, version: str) -> None
                            "concurrent promotion?)")
 
 
-def _write_outcome(registry: Registry, name: str, version: str, promoted: bool, reason: str) -> bool:
-    """The human-facing outcome tags, last: the alias (or its refusal) is already final, so a failure here is
-    reported in the details instead of turning a completed promotion into an error."""
+def description(evidence: Mapping[str, Evidence], decision: Verdict, policy: Policy) -> str:
+    """The version's description in the registry: the gate in a few lines a person reads (the tags stay for
+    machines). Verdict messages are user-influenced text, so they are escaped."""
+    from skewgate.common.kfp_io import md_escape
+
+    assert decision.subject is not None
+    outcome = "promoted" if decision.status == "pass" else "refused"
+    lines = [f"**skewgate: {outcome}** — sha256 `{decision.subject.sha256[:16]}…`, required: "
+             f"{', '.join(policy.required) or '(none)'}", "", "| step | status | summary |", "|---|---|---|"]
+    for step, item in sorted(evidence.items()):
+        lines.append(f"| {md_escape(step)} | {item.verdict.status} | {md_escape(item.verdict.message[:200])} |")
+    for check in decision.failed_checks:
+        lines.append(f"| {md_escape(check.name)} | refused | {md_escape(check.detail[:200])} |")
+    return "\n".join(lines)
+
+
+def _write_outcome(registry: Registry, name: str, version: str, promoted: bool, reason: str,
+                   text: str) -> bool:
+    """The human-facing outcome (tags and description), last: the alias (or its refusal) is already final, so
+    a failure here is reported in the details instead of turning a completed promotion into an error."""
     try:
+        registry.set_description(name, version, text)
         registry.set_tags(name, version, {OUTCOME_TAGS[0]: "promoted" if promoted else "refused",
                                           OUTCOME_TAGS[1]: reason[:5000]})
     except BackendError as err:

@@ -12,6 +12,7 @@ from skewgate.demo.digits import train_and_save
 from skewgate.images import IMAGE
 from skewgate.pipelines.local import run_locally
 from skewgate.pipelines.release_gate import release_gate
+from tests.integration.conftest import signing_keys
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 NAME = "digits-cnn-docker"
@@ -25,11 +26,13 @@ def runs(mlflow_url, tmp_path_factory):
     root = tmp_path_factory.mktemp("kfp-docker")
     data = train_and_save(root / "data", epochs=5)  # under the pipeline root: the only folder kfp mounts
     tracking = mlflow_log.connect(mlflow_url, experiment=NAME)
+    public_key = signing_keys(tmp_path_factory.mktemp("keys"))
     outcome = {}
     for label in ("good", "defective"):
         arguments = {"candidate_model": str(getattr(data, label)), "eval_data": str(data.examples),
                      "calibration_data": str(data.calibration), "reference_data": str(data.reference),
-                     "current_data": str(data.current), "model_name": NAME, "mlflow_tracking_uri": mlflow_url}
+                     "current_data": str(data.current), "model_name": NAME, "mlflow_tracking_uri": mlflow_url,
+                     "trusted_public_keys": public_key}
         run = run_locally(release_gate, arguments, pipeline_root=root, log_file=root / "kfp.log", runner="docker")
         parent, verdicts = tracking.pipeline_verdicts(since_ms=run.started_ms)
         outcome[label] = (run, parent, verdicts)

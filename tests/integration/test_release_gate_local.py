@@ -1,7 +1,6 @@
 """The release gate and the nightly drift check run by kfp.local against a real `mlflow server` on 127.0.0.1,
 for the demo's candidates and serving data: what they leave in MLflow is what users read."""
 
-import json
 
 import pytest
 from mlflow import MlflowClient
@@ -11,6 +10,7 @@ from skewgate.demo.digits import train_and_save
 from skewgate.pipelines.local import run_locally
 from skewgate.pipelines.nightly_drift import nightly_drift_local
 from skewgate.pipelines.release_gate import release_gate
+from tests.integration.conftest import signing_keys
 
 pytestmark = pytest.mark.integration
 NAME = "digits-it"
@@ -26,11 +26,13 @@ def runs(data, mlflow_url, tmp_path_factory):
     """good and defective release gates, then nightly drift on healthy and on unscaled serving data."""
     root = tmp_path_factory.mktemp("kfp")
     tracking = mlflow_log.connect(mlflow_url, experiment=NAME)
+    public_key = signing_keys(tmp_path_factory.mktemp("keys"))
     plan = {
         label: (release_gate, {"candidate_model": str(getattr(data, label)), "eval_data": str(data.examples),
                                "calibration_data": str(data.calibration),
                                "reference_data": str(data.reference), "current_data": str(data.current),
-                               "model_name": NAME, "mlflow_tracking_uri": mlflow_url})
+                               "model_name": NAME, "mlflow_tracking_uri": mlflow_url,
+                               "trusted_public_keys": public_key})
         for label in ("good", "defective")
     }
     plan |= {
@@ -43,6 +45,7 @@ def runs(data, mlflow_url, tmp_path_factory):
         run = run_locally(pipeline, arguments, pipeline_root=root, log_file=root / "kfp.log")
         parent, verdicts = tracking.pipeline_verdicts(since_ms=run.started_ms)
         outcome[label] = (run, parent, verdicts)
+    outcome["public_key"] = public_key
     return outcome
 
 
@@ -121,10 +124,15 @@ def test_nightly_drift_tags_the_champion_and_fails_on_drift(runs, mlflow_url):
     assert champion.tags["skewgate.drift.nightly.date"]
 
 
-def test_promotion_log_holds_both_attempts(runs, mlflow_url, tmp_path):
-    client = MlflowClient(mlflow_url)
-    experiment = client.get_experiment_by_name(NAME).experiment_id
-    log_run = client.search_runs([experiment], "tags.`skewgate.kind` = 'promotion-log'")[0]
-    client.download_artifacts(log_run.info.run_id, "promotions.jsonl", str(tmp_path))
-    records = [json.loads(line) for line in (tmp_path / "promotions.jsonl").read_text().splitlines()]
+def test_promotion_log_holds_both_attempts(runs, mlflow_url):
+    records = mlflow_log.read_promotion_log(mlflow_log.connect(mlflow_url, experiment=NAME))
     assert [r["promoted"] for r in records] == [True, False]
+
+
+def test_the_champion_verifies_from_the_registry_alone(runs, mlflow_url, tmp_path):
+    from skewgate.cli import main
+
+    public = tmp_path / "trusted.pub"
+    public.write_text(runs["public_key"], encoding="utf-8")
+    assert main(["verify", "--model-name", NAME, "--tracking-uri", mlflow_url, "--trusted-key", str(public),
+                 "--report", str(tmp_path / "verify.json")]) == 0

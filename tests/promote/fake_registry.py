@@ -17,6 +17,7 @@ class FakeRegistry:
         self.log: list[dict[str, Any]] = []
         self.attestations: dict[tuple[str, str], dict[str, bytes]] = {}
         self.logged: dict[str, dict[str, str]] = {}  # pipeline run id → step → verdict digest
+        self.descriptions: dict[tuple[str, str], str] = {}
         self.drop_tags_on_write = drop_tags_on_write  # simulate a registry that loses writes
 
     def model_exists(self, name: str) -> bool:
@@ -54,6 +55,9 @@ class FakeRegistry:
         self.attestations[(name, version)] = dict(files)
         return f"memory://{name}/{version}/attestations"
 
+    def set_description(self, name: str, version: str, markdown: str) -> None:
+        self.descriptions[(name, version)] = markdown
+
     def logged_verdict_digests(self, pipeline_run_id: str) -> dict[str, str]:
         return dict(self.logged.get(pipeline_run_id, {}))
 
@@ -61,7 +65,7 @@ class FakeRegistry:
         self.log.append(dict(record))
 
 
-MUTATIONS = ("register", "set_tags", "store_attestations", "append_promotion_log", "set_alias")
+MUTATIONS = ("register", "set_tags", "store_attestations", "append_promotion_log", "set_alias", "set_description")
 
 
 class CrashingRegistry(FakeRegistry):
@@ -95,3 +99,6 @@ class CrashingRegistry(FakeRegistry):
 
     def set_alias(self, name: str, alias: str, version: str) -> None:
         self._write("set_alias", name, alias, version)
+
+    def set_description(self, name: str, version: str, markdown: str) -> None:
+        self._write("set_description", name, version, markdown)

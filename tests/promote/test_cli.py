@@ -52,7 +52,9 @@ def test_pass_promotes_and_exits_0(setup):
     onnx_path, verdicts, uri, write = setup
     write()
     assert _promote(onnx_path, verdicts, uri) == 0
-    assert str(MlflowClient(uri).get_model_version_by_alias("digits", "champion").version) == "1"
+    champion = MlflowClient(uri).get_model_version_by_alias("digits", "champion")
+    assert str(champion.version) == "1"
+    assert champion.description.startswith("**skewgate: promoted**") and "Pipeline run: [" in champion.description
 
 
 def test_refusal_exits_1_and_leaves_no_alias(setup, capsys):

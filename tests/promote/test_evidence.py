@@ -202,3 +202,11 @@ def test_a_crash_at_any_write_leaves_the_alias_unmoved_or_on_complete_evidence(o
         assert result.status == "pass" and alias == "1" and _complete(registry, "1")
     if alias is not None:
         assert _complete(registry, alias)
+
+
+def test_the_version_description_summarises_the_gate_for_a_person(onnx_file, tmp_path):
+    registry = FakeRegistry()
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
+    text = registry.descriptions[(NAME, "1")]
+    assert text.startswith("**skewgate: promoted**") and "| export | pass | all 1 checks passed |" in text
