@@ -105,7 +105,7 @@ def test_every_step_left_a_nested_run_with_metrics_and_artifacts(runs, mlflow_ur
         assert "drift.ks_drift" in steps["drift"].data.metrics
         assert {a.path for a in client.list_artifacts(steps["drift"].info.run_id)} >= {
             "drift.verdict.json", "features.json", "coverage_heatmap.png", "drift_report.html", "profile"}
-        assert "onnx" in {a.path for a in client.list_artifacts(steps["promote"].info.run_id)}
+        assert {a.path for a in client.list_artifacts(steps["promote"].info.run_id)} >= {"model", "attestations"}
         assert "calibrate.accuracy_drop" in steps["calibrate"].data.metrics
         assert {a.path for a in client.list_artifacts(steps["calibrate"].info.run_id)} >= {
             "calibrate.verdict.json", "calibration_tensors.json", "calibration_trials.json",
@@ -127,6 +127,20 @@ def test_nightly_drift_tags_the_champion_and_fails_on_drift(runs, mlflow_url):
 def test_promotion_log_holds_both_attempts(runs, mlflow_url):
     records = mlflow_log.read_promotion_log(mlflow_log.connect(mlflow_url, experiment=NAME))
     assert [r["promoted"] for r in records] == [True, False]
+
+
+def test_the_champion_loads_with_pyfunc_and_predicts_what_onnxruntime_computes(runs, data, mlflow_url):
+    import mlflow.pyfunc
+    import numpy as np
+    import onnxruntime
+
+    mlflow.set_registry_uri(mlflow_url)
+    model = mlflow.pyfunc.load_model(f"models:/{NAME}@champion")
+    local = mlflow.artifacts.download_artifacts(f"models:/{NAME}@champion", tracking_uri=mlflow_url)
+    pixels = np.load(data.examples)["pixels"][:16]
+    expected = onnxruntime.InferenceSession(f"{local}/model.onnx").run(None, {"pixels": pixels})[0]
+    (output,) = model.predict({"pixels": pixels}).values()
+    np.testing.assert_allclose(np.asarray(output), expected, rtol=0, atol=0)
 
 
 def test_the_champion_verifies_from_the_registry_alone(runs, mlflow_url, tmp_path):

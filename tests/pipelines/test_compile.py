@@ -21,8 +21,8 @@ def test_pipeline_has_the_expected_tasks(spec):
     tasks = spec.root.dag.tasks
     assert set(tasks) == {"importer", "importer-2", "importer-3", "importer-4", "importer-5", "export-op",
                           "calibrate-op", "drift-op", "parity-op", "triton-probe-op", "promote-op", "condition-1"}
-    assert sorted(tasks["promote-op"].dependent_tasks) == ["calibrate-op", "drift-op", "export-op", "parity-op",
-                                                           "triton-probe-op"]
+    assert sorted(tasks["promote-op"].dependent_tasks) == ["calibrate-op", "drift-op", "export-op", "importer-2",
+                                                           "parity-op", "triton-probe-op"]
 
 
 def test_parity_judges_the_calibrated_int8_model(spec):
@@ -46,6 +46,15 @@ def test_promote_consumes_the_export_outputs(spec):
     assert artifacts["calibrate_verdict"].task_output_artifact.producer_task == "calibrate-op"
     assert artifacts["parity_verdict"].task_output_artifact.producer_task == "parity-op"
     assert artifacts["probe_verdict"].task_output_artifact.producer_task == "triton-probe-op"
+
+
+@pytest.mark.parametrize("gate", ["export-op", "calibrate-op", "drift-op", "parity-op", "triton-probe-op"])
+def test_every_gate_hands_promote_its_signed_envelope_and_is_never_cached(spec, gate):
+    tasks = spec.root.dag.tasks
+    step = {"triton-probe-op": "probe"}.get(gate, gate.removesuffix("-op"))
+    attestation = tasks["promote-op"].inputs.artifacts[f"{step}_attestation"].task_output_artifact
+    assert (attestation.producer_task, attestation.output_artifact_key) == (gate, "attestation")
+    assert tasks[gate].caching_options.enable_cache is False  # promote needs evidence logged in this run
 
 
 def test_promote_is_uncached_and_not_retried(spec):
