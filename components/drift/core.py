@@ -56,7 +56,7 @@ class DriftOptions:
     permutations: int = 200
     exact_max_rows: int = 2000  # pooled rows up to which MMD uses the exact kernel matrix
     permutation_max_rows: int = 25_000  # rows per side up to which MMD keeps them for a permutation test
-    mmd_max_rows: int = 262_144  # rows per side behind MMD's mean embeddings (a seeded share beyond)
+    mmd_max_rows: int = 131_072  # rows per side behind MMD's mean embeddings (a seeded share beyond)
     sample_rows: int = 16_384  # reference rows sampled for the bandwidth and the random features' covariance
     rff_features: int = 510
     exact_rows: int = 131_072  # rows per side up to which KS keeps every value (exact)

@@ -48,9 +48,10 @@ class QuantileSketch:
         """(distinct values, lower, upper) — for an exact sketch the counts make both bounds exact."""
         if self.lower is not None and self.upper is not None:
             return self.values, self.lower, self.upper
-        values, counts = np.unique(self.values, return_counts=True)
-        ranks = np.cumsum(counts, dtype=np.int64)
-        return values.astype(np.float64), ranks, ranks
+        # values are sorted: the last of each run of equal values has rank (index + 1); no second sort
+        last = np.flatnonzero(np.append(self.values[1:] != self.values[:-1], True)) if self.n else np.zeros(0, int)
+        ranks = (last + 1).astype(np.int64)
+        return self.values[last].astype(np.float64), ranks, ranks
 
     def cell_bounds(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Bounds on #{x ≤ t} valid for every t from `points[i]` up to (not including) the next stored value."""
@@ -169,8 +170,9 @@ class SketchBuilder:
         self._exact_n = 0
         self._levels: list[QuantileSketch | None] = []
 
-    def add(self, values: np.ndarray) -> None:
-        """`values`: finite values of one chunk (any order)."""
+    def add(self, values: np.ndarray, *, presorted: bool = False) -> None:
+        """`values`: finite values of one chunk."""
+        values = values if presorted else np.sort(values)
         if values.size == 0:
             return
         if self._exact is not None:
@@ -180,9 +182,9 @@ class SketchBuilder:
                 return
             pending, self._exact = self._exact, None
             for chunk in pending:
-                self._carry(QuantileSketch.of(chunk).compress(self.capacity))
+                self._carry(QuantileSketch.of(chunk, presorted=True).compress(self.capacity))
             return
-        self._carry(QuantileSketch.of(values).compress(self.capacity))
+        self._carry(QuantileSketch.of(values, presorted=True).compress(self.capacity))
 
     def _carry(self, sketch: QuantileSketch) -> None:
         level = 0
@@ -199,6 +201,7 @@ class SketchBuilder:
     def result(self) -> QuantileSketch:
         if self._exact is not None:
             values = np.sort(np.concatenate(self._exact)) if self._exact else np.zeros(0, np.float64)
+            self._exact = [values]
             return QuantileSketch(values=values, lower=None, upper=None, n=int(values.size))
         total = QuantileSketch.of(np.zeros(0))
         for sketch in self._levels:

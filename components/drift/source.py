@@ -3,7 +3,8 @@ local disk or an object store (`s3://…`, `gs://…` through pyarrow's filesyst
 
 Partition keys of a Hive layout (`date=2026-12-01/`) say where rows were written, not what the model saw, so
 they are not features. An S3 endpoint comes from `AWS_ENDPOINT_URL` and credentials from the usual AWS
-variables. Memory is bounded by `batch_rows` rows (an `.npz` is read whole: it holds arrays, not logs).
+variables. Memory is bounded by `batch_rows` rows and one Parquet row group (an `.npz` is read whole: it holds
+arrays, not logs).
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class Source:
         self._rows = next(iter(rows))
 
     def _open_table(self, location: str, files: Sequence[str]) -> None:
+        import pyarrow.csv as pacsv
         import pyarrow.dataset as ds
 
         filesystem, paths, partitioning = _resolve(location, files)
@@ -89,13 +91,17 @@ class Source:
         if len(formats) != 1 or None in formats:
             raise InputError(location, expected="Parquet (.parquet/.pq) or CSV (.csv) files of one kind",
                              found=f"suffixes {sorted(suffixes)}")
+        kind = formats.pop()
+        # as pandas reads CSV: an empty field is missing, whatever the column's type
+        file_format: Any = kind if kind == "parquet" else ds.CsvFileFormat(
+            convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
         try:
             if partitioning:  # a directory: let pyarrow discover it, parsing `key=value/` folders
                 root = location.split("://", 1)[1] if "://" in location else location
-                dataset = ds.dataset(_fs_path(root, filesystem), format=formats.pop(), filesystem=filesystem,
+                dataset = ds.dataset(_fs_path(root, filesystem), format=file_format, filesystem=filesystem,
                                      partitioning="hive")
             else:
-                dataset = ds.dataset(list(paths), format=formats.pop(), filesystem=filesystem)
+                dataset = ds.dataset(list(paths), format=file_format, filesystem=filesystem)
             fragments = list(dataset.get_fragments())
             physical = set(fragments[0].physical_schema.names) if fragments else set(dataset.schema.names)
         except Exception as err:  # pyarrow raises ArrowInvalid, OSError, ... for unreadable files
@@ -124,10 +130,24 @@ class Source:
         assert self._dataset is not None
         columns = list(self.dtypes)
         for fragment in self._dataset.get_fragments():
-            origin = _relative(fragment.path, self.location)
-            for record in fragment.to_batches(columns=columns, batch_size=batch_rows):
+            origin = _relative(fragment.path, _root(self.location))
+            for record in self._records(fragment, columns, batch_rows):
                 if record.num_rows:
                     yield self._to_batch(record, origin)
+
+    def _records(self, fragment: ds.Fragment, columns: list[str], batch_rows: int) -> Iterator[pa.RecordBatch]:
+        """Parquet one row group at a time (pyarrow's scanners read ahead across row groups, so their memory
+        grows with the file); CSV through the scanner, without read-ahead."""
+        if fragment.path.lower().endswith((".parquet", ".pq")):
+            import pyarrow.parquet as pq
+
+            handle = self._filesystem.open_input_file(fragment.path) if self._filesystem else fragment.path
+            parquet = pq.ParquetFile(handle)
+            for group in range(parquet.metadata.num_row_groups):
+                yield from parquet.read_row_group(group, columns=columns).to_batches(max_chunksize=batch_rows)
+            return
+        yield from fragment.to_batches(columns=columns, batch_size=batch_rows, batch_readahead=0,
+                                       fragment_readahead=0)
 
     def _to_batch(self, record: pa.RecordBatch, origin: str) -> Batch:
         numeric = np.empty((record.num_rows, len(self.numeric_names)), dtype=np.float32)
@@ -152,7 +172,7 @@ class Source:
         """A single file's SHA-256; for several files, the SHA-256 of their names and SHA-256s."""
         if self._filesystem is None and len(self.files) == 1:
             return sha256_file(self.files[0])
-        lines = [f"{_relative(f, self.location)}\0{self._file_sha256(f)}\n" for f in sorted(self.files)]
+        lines = [f"{_relative(f, _root(self.location))}\0{self._file_sha256(f)}\n" for f in sorted(self.files)]
         return hashlib.sha256("".join(lines).encode()).hexdigest()
 
     def _file_sha256(self, path: str) -> str:
@@ -241,6 +261,12 @@ def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     except Exception as err:  # unknown scheme, missing credentials: pyarrow's own exception types
         raise InputError(uri, expected="a URI pyarrow can open (s3://, gs://, hdfs://, file://)",
                          found=f"{type(err).__name__}: {err}") from err
+
+
+def _root(location: str) -> str:
+    """The folder that file names are relative to: a directory itself, a glob's part before its wildcards."""
+    wildcard = min((location.find(ch) for ch in "*?[" if ch in location), default=-1)
+    return location if wildcard < 0 else location[:wildcard].rsplit("/", 1)[0]
 
 
 def _fs_path(root: str, filesystem: pafs.FileSystem | None) -> str:

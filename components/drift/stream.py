@@ -133,7 +133,7 @@ class Accumulator:
         finite = np.isfinite(numeric).sum(axis=0)
         self.nan += np.isnan(numeric).sum(axis=0)
         for j, builder in enumerate(self.builders):
-            builder.add(ordered[: finite[j], j])
+            builder.add(ordered[: finite[j], j], presorted=True)
         for name in self.categorical:
             column = batch.categorical[name]
             self.missing[name] += int(column.null_count)
