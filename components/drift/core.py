@@ -10,7 +10,7 @@ family-wise rate, so P(KS flags) ≤ 0.05, less with the effect floor); MMD at �
 from __future__ import annotations
 
 import logging
-from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,9 @@ from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.drift import ks
-from skewgate.drift.data import Features, check_schema, load_features
 from skewgate.drift.mmd import (
     BANDWIDTH_FACTORS,
+    RandomFeatures,
     gaussian_null_pvalue,
     median_bandwidth,
     mmd_exact,
@@ -31,12 +31,14 @@ from skewgate.drift.mmd import (
 )
 from skewgate.drift.profile import (
     ReferenceProfile,
-    build_profile,
+    decile_edges,
     is_profile,
     load_profile,
-    standardisation,
     standardise,
 )
+from skewgate.drift.sketch import DEFAULT_CAPACITY, ks_between
+from skewgate.drift.source import BATCH_ROWS, Batch, Source, open_source
+from skewgate.drift.stream import Accumulator, MmdPlan, SideStats
 
 log = logging.getLogger(__name__)
 STEP = "drift"
@@ -53,8 +55,14 @@ class DriftOptions:
     nan_tolerance: float = 0.05  # allowed change in a feature's NaN share
     permutations: int = 200
     exact_max_rows: int = 2000  # pooled rows up to which MMD uses the exact kernel matrix
+    permutation_max_rows: int = 25_000  # rows per side up to which MMD keeps them for a permutation test
+    mmd_max_rows: int = 131_072  # rows per side behind MMD's mean embeddings (a seeded share beyond)
+    sample_rows: int = 16_384  # reference rows sampled for the bandwidth and the random features' covariance
     rff_features: int = 510
+    exact_rows: int = 131_072  # rows per side up to which KS keeps every value (exact)
+    sketch_capacity: int = DEFAULT_CAPACITY  # values per streamed quantile sketch beyond that
     sketch: int = 4096  # quantiles kept per feature in a saved profile
+    batch_rows: int = BATCH_ROWS
     seed: int = 0
 
 
@@ -66,8 +74,9 @@ class DriftResult:
     profile: ReferenceProfile
 
 
-def embed(onnx_path: Path, output: str, features: Features, *, source: str) -> np.ndarray:
-    """Run the ONNX model on the `.npz` inputs named as its inputs; return the named output, one row per sample."""
+def embedder(onnx_path: Path, output: str, source: Source) -> Callable[[Batch], np.ndarray]:
+    """A function from a batch of the `.npz` inputs named as the model's inputs to the named output, one row
+    per sample."""
     import onnxruntime as ort
 
     from skewgate.common.io import load_npz, load_onnx, onnx_input_specs
@@ -76,33 +85,104 @@ def embed(onnx_path: Path, output: str, features: Features, *, source: str) -> n
     if output not in {o.name for o in model.graph.output}:
         raise InputError(onnx_path, field=output, expected="a graph output to embed with",
                          found=f"outputs {[o.name for o in model.graph.output]}")
-    arrays = load_npz(source, expected=onnx_input_specs(model))
+    specs = onnx_input_specs(model)
+    load_npz(source.location, expected=specs)  # checks names, dtypes and shapes once, with clear errors
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    feeds = {spec.name: arrays[spec.name] for spec in onnx_input_specs(model)}
-    (result,) = session.run([output], feeds)
-    return np.asarray(result, dtype=np.float32).reshape(len(result), -1)
+
+    def run(batch: Batch) -> np.ndarray:
+        (result,) = session.run([output], {spec.name: batch.arrays[spec.name] for spec in specs})
+        return np.asarray(result, dtype=np.float32).reshape(len(result), -1)
+
+    return run
+
+
+def _accumulate(source: Source, numeric_names: tuple[str, ...], options: DriftOptions, **kwargs: Any) -> SideStats:
+    acc = Accumulator(numeric_names, source.numeric_names, source.categorical_names, seed=options.seed,
+                      exact_rows=options.exact_rows, capacity=options.sketch_capacity, **kwargs)
+    for batch in source.batches(batch_rows=options.batch_rows):
+        acc.add(batch)
+    return acc.result()
+
+
+def _mmd_rate(rows: int, options: DriftOptions) -> float:
+    return 1.0 if rows <= options.mmd_max_rows else options.mmd_max_rows / rows
 
 
 def make_profile(reference: str | Path, *, options: DriftOptions = DriftOptions(), embed_onnx: Path | None = None,
                  embed_output: str | None = None, exact: bool = False) -> ReferenceProfile:
-    data = load_features(reference)
-    space, mmd_input = "features", data.numeric
+    """Two streamed passes: tables, moments and a row sample; then, with the standardisation and bandwidths
+    known, the random-feature mean embedding. `exact` keeps the sketches as streamed and the standardised rows
+    while few enough; otherwise the sketches are cut to `options.sketch` values (what a saved profile holds)."""
+    source = open_source(reference)
+    space, embed = "features", None
     if embed_onnx is not None:
         if not embed_output:
             raise InputError("--embed-output", expected="the output to embed with", found="nothing")
-        mmd_input, space = embed(embed_onnx, embed_output, data, source=str(reference)), f"embedding:{embed_output}"
-    if mmd_input.shape[1] == 0:
+        embed, space = embedder(embed_onnx, embed_output, source), f"embedding:{embed_output}"
+    if embed is None and not source.numeric_names:
         raise InputError(reference, expected="at least one numeric feature (or --embed-onnx)", found="none")
-    rng = np.random.default_rng(options.seed)
-    center, scale = standardisation(mmd_input)
-    z = standardise(mmd_input, center, scale)
-    bandwidth = median_bandwidth(z, z, rng=rng)
-    profile = build_profile(data, z, center=center, scale=scale, mmd_space=space,
-                            bandwidths=tuple(bandwidth * f for f in BANDWIDTH_FACTORS),
-                            features=options.rff_features, seed=options.seed, sketch=None if exact else options.sketch)
-    # exact mode keeps the standardised rows for the permutation test
-    profile.extra["raw_reference"] = z if exact else None
+    log.info("reading the reference %s (tables, moments, a %d-row sample)", source, options.sample_rows)
+    first = _accumulate(source, source.numeric_names, options, sample_rows=options.sample_rows, embedder=embed)
+    if first.rows == 0 or first.sample is None:
+        raise InputError(reference, expected="at least one row", found="none")
+    center, scale = first.standardisation()
+    sample = standardise(first.sample, center, scale)
+    bandwidth = median_bandwidth(sample, sample, rng=np.random.default_rng(options.seed))
+    rff = RandomFeatures.draw(sample.shape[1], tuple(bandwidth * f for f in BANDWIDTH_FACTORS),
+                              features=options.rff_features, seed=options.seed)
+    plan = MmdPlan(center=center, scale=scale, features=rff, rate=_mmd_rate(first.rows, options),
+                   keep_rows=options.permutation_max_rows if exact else 0)
+    log.info("reading the reference again for MMD (%.3g of its rows)", plan.rate)
+    second = _accumulate(source, source.numeric_names, options, tables=False, mmd=plan, embedder=embed)
+    assert second.rff_sum is not None
+    sampled = rff.transform(sample).astype(np.float64)
+    profile = ReferenceProfile(
+        dtypes=dict(source.dtypes), numeric_names=source.numeric_names, rows=first.rows, sha256=source.sha256(),
+        seed=options.seed, sketches=first.sketches,
+        edges=np.array([decile_edges(s) for s in first.sketches]).reshape(len(first.sketches), 11),
+        nan_share=first.nan_share(), categories=first.categories, mmd_space=space, center=center, scale=scale,
+        features=rff, mean_embedding=second.rff_sum / max(second.mmd_rows, 1),
+        covariance=np.cov(sampled, rowvar=False) if len(sampled) > 1 else np.zeros((rff.size, rff.size)),
+        mmd_rows=second.mmd_rows)
+    if not exact:
+        return profile.sketched(options.sketch)
+    profile.extra["raw_reference"] = second.kept  # for the permutation tests
     return profile
+
+
+def check_schema(reference_dtypes: dict[str, str], current: Source, *, reference_source: str) -> None:
+    """Missing or extra columns and dtype changes are bad input (the step could not compare like with like)."""
+    missing = [c for c in reference_dtypes if c not in current.dtypes]
+    extra = [c for c in current.dtypes if c not in reference_dtypes]
+    if missing or extra:
+        raise InputError(current.location, field="columns",
+                         expected=f"the reference's columns ({reference_source})",
+                         found=f"missing {missing[:10]}, extra {extra[:10]}")
+    for column, dtype in reference_dtypes.items():
+        if current.dtypes[column] != dtype:
+            raise InputError(current.location, field=column, expected=f"dtype {dtype} (as in the reference)",
+                             found=f"dtype {current.dtypes[column]}")
+
+
+def summarise_current(profile: ReferenceProfile, current: str | Path, *, options: DriftOptions = DriftOptions(),
+                      embed_onnx: Path | None = None, embed_output: str | None = None, files: tuple[str, ...] = (),
+                      rows: int | None = None) -> SideStats:
+    """One streamed pass over `current` (or its `files`; `rows`: the whole data set's rows, which sets the
+    MMD share) against the profile: what `decide` needs."""
+    source = open_source(current, files=files)
+    check_schema(profile.dtypes, source, reference_source=str(profile.extra.get("source", "the reference")))
+    embed = None
+    if profile.mmd_space != "features":
+        if embed_onnx is None:
+            raise InputError("--embed-onnx", expected=f"the model the profile embedded with ({profile.mmd_space})",
+                             found="none")
+        embed = embedder(embed_onnx, embed_output or profile.mmd_space.split(":", 1)[1], source)
+    keep = options.permutation_max_rows if profile.extra.get("raw_reference") is not None else 0
+    plan = MmdPlan(center=profile.center, scale=profile.scale, features=profile.features, keep_rows=keep,
+                   rate=_mmd_rate(source.count_rows() if rows is None else rows, options))
+    stats = _accumulate(source, profile.numeric_names, options, edges=profile.edges, mmd=plan, embedder=embed)
+    stats.extra.update(sha256=source.sha256(), location=str(current))
+    return stats
 
 
 def drift_gate(*, reference: str | Path, current: str | Path, options: DriftOptions = DriftOptions(),
@@ -114,12 +194,21 @@ def drift_gate(*, reference: str | Path, current: str | Path, options: DriftOpti
     log.info("loading reference%s and current data", " profile" if from_profile else "")
     profile = load_profile(reference) if from_profile else make_profile(
         reference, options=options, embed_onnx=embed_onnx, embed_output=embed_output, exact=True)
-    cur = load_features(current)
-    check_schema(profile.dtypes, cur, reference_source=str(reference))
-    rng = np.random.default_rng(options.seed)
+    profile.extra.setdefault("source", str(reference))
+    cur = summarise_current(profile, current, options=options, embed_onnx=embed_onnx, embed_output=embed_output)
+    subject_path = model or embed_onnx
+    return decide(profile, cur, options=options, from_profile=from_profile, current=str(current),
+                  subject_path=subject_path)
 
-    log.info("KS on %d numeric and chi-square on %d categorical features", len(cur.numeric_names),
-             len(cur.categorical))
+
+def decide(profile: ReferenceProfile, cur: SideStats, *, options: DriftOptions, from_profile: bool, current: str,
+           subject_path: Path | None = None) -> DriftResult:
+    """The verdict from the reference profile and the current side's (merged) statistics."""
+    if cur.rows == 0:
+        raise InputError(current, expected="at least one row", found="none")
+    rng = np.random.default_rng(options.seed)
+    log.info("KS on %d numeric and chi-square on %d categorical features", len(profile.numeric_names),
+             len(profile.categories))
     table = _feature_tests(profile, cur)
     pvalues = np.array([row["pvalue"] for row in table], dtype=np.float64)
     testable = ~np.isnan(pvalues)
@@ -130,10 +219,12 @@ def drift_gate(*, reference: str | Path, current: str | Path, options: DriftOpti
         row["drifted"] = bool(not np.isnan(adj) and adj < options.alpha_ks and row["effect"] >= options.min_effect)
     drifted = [row for row in table if row["drifted"]]
     table.sort(key=lambda r: (not r["drifted"], -(r["effect"] or 0.0)))
+    ks_error = max((r.get("ks_error", 0.0) for r in table), default=0.0)
 
     log.info("MMD² in %s space", profile.mmd_space)
-    mmd_value, mmd_p, mmd_method = _mmd(profile, cur, options, rng, embed_onnx, embed_output, str(current))
-    nan_changes = {n: abs(_nan_share(cur, n) - share) for n, share in profile.nan_share.items()}
+    mmd_value, mmd_p, mmd_method = _mmd(profile, cur, options, rng)
+    shares = cur.nan_share()
+    nan_changes = {n: abs(shares.get(n, 0.0) - share) for n, share in profile.nan_share.items()}
     worst_nan = max(nan_changes.items(), key=lambda kv: kv[1], default=("", 0.0))
     ks_drift, mmd_drift = bool(drifted), mmd_p < options.alpha_mmd
     checks = [
@@ -150,43 +241,36 @@ def drift_gate(*, reference: str | Path, current: str | Path, options: DriftOpti
         Check("joint_drift", passed=not (ks_drift and mmd_drift), value=float(ks_drift and mmd_drift), limit=0,
               detail="both KS and MMD detect drift" if ks_drift and mmd_drift else "not both"),
     ]
-    subject_path = model or embed_onnx
     subject = Subject(
-        artifact=str(subject_path) if subject_path else str(current),
-        sha256=sha256_file(subject_path) if subject_path else cur.sha256,
-        data={"reference": profile.sha256, "current": cur.sha256},
+        artifact=str(subject_path) if subject_path else current,
+        sha256=sha256_file(subject_path) if subject_path else str(cur.extra.get("sha256", "")),
+        data={"reference": profile.sha256, "current": str(cur.extra.get("sha256", ""))},
     )
     details = {
         "seed": options.seed, "options": {k: getattr(options, k) for k in DriftOptions.__dataclass_fields__},
-        "reference_from_profile": from_profile, "ks_error_bound": profile.ks_error_bound,
+        "reference_from_profile": from_profile, "ks_error_bound": ks_error,
+        "rows": {"reference": profile.rows, "current": cur.rows},
         "mmd": {"value": mmd_value, "pvalue": mmd_p, "method": mmd_method, "space": profile.mmd_space,
-                "bandwidths": list(profile.features.bandwidths)},
+                "bandwidths": list(profile.features.bandwidths),
+                "rows": {"reference": profile.mmd_rows, "current": cur.mmd_rows}},
         "constant_features": [n for n, e in zip(profile.numeric_names, profile.edges, strict=True) if e[0] == e[-1]],
         "features": table[:200],
     }
     verdict = Verdict.from_checks(STEP, checks, subject=subject, details=details)
-    return DriftResult(verdict=verdict, features=table, coverage=_coverage(profile, cur), profile=profile)
+    coverage = (cur.coverage / cur.rows if cur.coverage is not None
+                else np.zeros((len(profile.numeric_names), 13)))
+    return DriftResult(verdict=verdict, features=table, coverage=coverage, profile=profile)
 
 
-def _nan_share(cur: Features, name: str) -> float:
-    if name in cur.categorical:
-        return float(np.mean([v is None for v in cur.categorical[name]]))
-    column = cur.numeric[:, cur.numeric_names.index(name)]
-    return float(np.isnan(column).mean())
-
-
-def _feature_tests(profile: ReferenceProfile, cur: Features) -> list[dict[str, Any]]:
+def _feature_tests(profile: ReferenceProfile, cur: SideStats) -> list[dict[str, Any]]:
     rows = []
-    for j, name in enumerate(profile.numeric_names):
-        column = cur.numeric[:, cur.numeric_names.index(name)]
-        column = column[~np.isnan(column)]
-        ecdf = profile.ecdfs[j]
-        d = ks.ks_statistic(ecdf, column) if column.size and ecdf.n else float("nan")
-        p = ks.ks_pvalue(d, ecdf.n, column.size)
+    for name, ref_sketch, cur_sketch in zip(profile.numeric_names, profile.sketches, cur.sketches, strict=True):
+        d, error = ks_between(ref_sketch, cur_sketch)
+        p = ks.ks_pvalue(d, ref_sketch.n, cur_sketch.n)
         rows.append({"feature": name, "kind": "numeric", "test": "ks", "statistic": _num(d), "pvalue": p,
-                     "effect": _num(d) or 0.0})
+                     "effect": _num(d) or 0.0, "ks_error": error})
     for name, counts in profile.categories.items():
-        current = Counter(str(v) for v in cur.categorical[name] if v is not None)
+        current = cur.categories.get(name, {})
         keys = sorted(set(counts) | set(current))
         stat, p, v = ks.chi_square(np.array([counts.get(k, 0) for k in keys]),
                                    np.array([current.get(k, 0) for k in keys]))
@@ -200,44 +284,20 @@ def _num(value: float) -> float | None:
     return None if np.isnan(value) else float(value)
 
 
-def _mmd(profile: ReferenceProfile, cur: Features, options: DriftOptions, rng: np.random.Generator,
-         embed_onnx: Path | None, embed_output: str | None, current: str) -> tuple[float, float, str]:
-    if profile.mmd_space == "features":
-        cur_input = cur.numeric
-    else:
-        if embed_onnx is None:
-            raise InputError("--embed-onnx", expected=f"the model the profile embedded with ({profile.mmd_space})",
-                             found="none")
-        cur_input = embed(embed_onnx, embed_output or profile.mmd_space.split(":", 1)[1], cur, source=current)
-    z_cur = standardise(cur_input, profile.center, profile.scale)
-    z_ref = profile.extra.get("raw_reference")
-    if z_ref is not None:
+def _mmd(profile: ReferenceProfile, cur: SideStats, options: DriftOptions,
+         rng: np.random.Generator) -> tuple[float, float, str]:
+    z_ref, z_cur = profile.extra.get("raw_reference"), cur.kept
+    if z_ref is not None and z_cur is not None:
         if len(z_ref) + len(z_cur) <= options.exact_max_rows:
             value, p = mmd_exact(z_ref, z_cur, profile.features.bandwidths, permutations=options.permutations,
                                  rng=rng)
             return value, p, f"exact kernel matrix, {options.permutations} permutations"
         value, p = mmd_rff(z_ref, z_cur, profile.features, permutations=options.permutations, rng=rng)
         return value, p, f"random Fourier features (D={profile.features.size}), {options.permutations} permutations"
-    value = float(np.sum((profile.features.mean_embedding(z_cur) - profile.mean_embedding) ** 2))
-    p = gaussian_null_pvalue(value, profile.covariance, profile.rows, len(z_cur), draws=max(options.permutations, 1000),
-                             rng=rng)
-    return value, p, f"random Fourier features (D={profile.features.size}) vs profile, Gaussian null"
-
-
-def _coverage(profile: ReferenceProfile, cur: Features) -> np.ndarray:
-    """Share of current rows per reference bin: below min, deciles 1..10, above max, NaN."""
-    shares = np.zeros((len(profile.numeric_names), 13))
-    for j, name in enumerate(profile.numeric_names):
-        column = cur.numeric[:, cur.numeric_names.index(name)].astype(np.float64)
-        edges = profile.edges[j]
-        nan = np.isnan(column)
-        values = column[~nan]
-        if np.isnan(edges).any() or column.size == 0:
-            shares[j, 12] = nan.mean() if column.size else 0.0
-            continue
-        below, above = values < edges[0], values > edges[-1]
-        inside = values[~below & ~above]
-        bins = np.clip(np.searchsorted(edges[1:-1], inside, side="right"), 0, 9)
-        shares[j, 1:11] = np.bincount(bins, minlength=10) / column.size
-        shares[j, 0], shares[j, 11], shares[j, 12] = below.sum() / column.size, above.sum() / column.size, nan.mean()
-    return shares
+    if cur.rff_sum is None or cur.mmd_rows == 0:
+        raise InputError(cur.extra.get("location", "current"), expected="rows for MMD", found="none")
+    value = float(np.sum((cur.rff_sum / cur.mmd_rows - profile.mean_embedding) ** 2))
+    p = gaussian_null_pvalue(value, profile.covariance, profile.mmd_rows, cur.mmd_rows,
+                             draws=max(options.permutations, 1000), rng=rng)
+    return value, p, (f"random Fourier features (D={profile.features.size}), streamed mean embeddings of "
+                      f"{profile.mmd_rows:,} and {cur.mmd_rows:,} rows, Gaussian null")

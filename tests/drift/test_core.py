@@ -10,6 +10,10 @@ from tests.drift.conftest import make_frame
 N = 2000
 
 
+STREAMED = DriftOptions(exact_rows=500, sketch_capacity=256, permutation_max_rows=0, batch_rows=300)
+
+
+@pytest.mark.parametrize("options", [DriftOptions(), STREAMED], ids=["in-memory", "streamed"])
 @pytest.mark.parametrize(
     ("current", "status", "flagged"),
     [
@@ -19,9 +23,10 @@ N = 2000
         pytest.param({"shift": 0.5}, "fail", {"ks_drift", "mmd_drift", "joint_drift"}, id="both-mean-shift"),
     ],
 )
-def test_decision_matrix(write, current, status, flagged):
+def test_decision_matrix(write, current, status, flagged, options):
+    """In memory: exact KS, permutation MMD. Streamed: sketches, random-feature means and the Gaussian null."""
     result = drift_gate(reference=write("ref", make_frame(N, seed=1)),
-                        current=write("cur", make_frame(N, seed=2, **current)))
+                        current=write("cur", make_frame(N, seed=2, **current)), options=options)
     assert result.verdict.status == status
     assert {c.name for c in result.verdict.failed_checks} == flagged
 

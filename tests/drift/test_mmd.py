@@ -64,3 +64,23 @@ def test_chunking_does_not_change_the_result(monkeypatch):
 def test_median_bandwidth_of_identical_points_falls_back_to_one():
     same = np.zeros((10, 3))
     assert median_bandwidth(same, same, rng=np.random.default_rng(0)) == 1.0
+
+
+def test_streamed_gaussian_null_holds_its_level_and_is_never_zero():
+    """The null the streamed path uses (reference covariance from a row sample): under no drift about α of
+    the runs flag at α, and even a huge shift gets p = 1/(draws + 1), not 0."""
+    rng = np.random.default_rng(11)
+    rff = RandomFeatures.draw(4, (1.0, 2.0, 4.0), features=96, seed=0)
+    pvalues = []
+    for _ in range(300):
+        x, y = rng.normal(size=(600, 4)), rng.normal(size=(400, 4))
+        phi = rff.transform(x[:300]).astype(np.float64)
+        stat = float(np.sum((rff.mean_embedding(x) - rff.mean_embedding(y)) ** 2))
+        pvalues.append(gaussian_null_pvalue(stat, np.cov(phi, rowvar=False), 600, 400, draws=500, rng=rng))
+    flagged = np.mean(np.array(pvalues) < 0.05)
+    assert flagged <= 0.05 + 2.5 * np.sqrt(0.05 * 0.95 / 300)
+    assert flagged >= 0.01  # not a test that never fires
+    x, y = rng.normal(size=(600, 4)), rng.normal(size=(400, 4)) + 3
+    phi = rff.transform(x).astype(np.float64)
+    stat = float(np.sum((rff.mean_embedding(x) - rff.mean_embedding(y)) ** 2))
+    assert gaussian_null_pvalue(stat, np.cov(phi, rowvar=False), 600, 400, draws=500, rng=rng) == 1 / 501

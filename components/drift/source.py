@@ -1,0 +1,279 @@
+"""Drift inputs, read in record batches: a Parquet or CSV file, a directory (Hive-partitioned or not), a glob, on
+local disk or an object store (`s3://…`, `gs://…` through pyarrow's filesystems), or an `.npz` of arrays.
+
+Partition keys of a Hive layout (`date=2026-12-01/`) say where rows were written, not what the model saw, so
+they are not features. An S3 endpoint comes from `AWS_ENDPOINT_URL` and credentials from the usual AWS
+variables. Memory is bounded by `batch_rows` rows and one Parquet row group (an `.npz` is read whole: it holds
+arrays, not logs).
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from skewgate.common.errors import InputError
+from skewgate.common.io import load_npz, sha256_file
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+TABLE_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
+BATCH_ROWS = 65_536
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Rows of one file: numeric features as float32 (NaN for missing), categorical columns as Arrow arrays
+    (`None` for missing); `arrays` holds an `.npz`'s arrays for embedding."""
+
+    origin: str  # the file the rows come from (seeds per-file randomness, so a split run draws the same)
+    numeric: np.ndarray
+    categorical: dict[str, Any]
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> int:
+        return int(self.numeric.shape[0]) if self.numeric.ndim == 2 and self.numeric.shape[1] else (
+            len(next(iter(self.categorical.values()))) if self.categorical else int(self.numeric.shape[0]))
+
+
+class Source:
+    """One input data set. `dtypes` keeps the table's column order; numeric columns are the int/float ones."""
+
+    def __init__(self, location: str, *, files: Sequence[str] = ()) -> None:
+        self.location = location
+        self._npz: dict[str, np.ndarray] | None = None
+        self._dataset: ds.Dataset | None = None
+        self._filesystem: pafs.FileSystem | None = None
+        if location.lower().endswith(".npz") and "://" not in location:
+            self._open_npz(Path(location))
+        else:
+            self._open_table(location, files)
+
+    # ---- opening
+    def _open_npz(self, path: Path) -> None:
+        arrays = load_npz(path)
+        rows = {a.shape[0] if a.ndim else 0 for a in arrays.values()}
+        if len(rows) != 1 or 0 in rows:
+            raise InputError(path, expected="arrays with one shared, non-zero number of rows",
+                             found=f"rows {sorted(rows)}")
+        names: list[str] = []
+        self.dtypes: dict[str, str] = {}
+        for name, array in arrays.items():
+            if array.dtype.kind not in "biuf":
+                raise InputError(path, field=name, expected="a numeric array", found=f"dtype {array.dtype}")
+            columns = [name] if array.ndim == 1 else [f"{name}[{i}]" for i in range(int(np.prod(array.shape[1:])))]
+            names += columns
+            self.dtypes.update(dict.fromkeys(columns, str(array.dtype)))
+        self._npz = arrays
+        self.numeric_names: tuple[str, ...] = tuple(names)
+        self.categorical_names: tuple[str, ...] = ()
+        self.files: tuple[str, ...] = (str(path),)
+        self._rows = next(iter(rows))
+
+    def _open_table(self, location: str, files: Sequence[str]) -> None:
+        import pyarrow.csv as pacsv
+        import pyarrow.dataset as ds
+
+        filesystem, paths, partitioning = _resolve(location, files)
+        suffixes = {Path(p).suffix.lower() for p in paths}
+        formats = {TABLE_SUFFIXES.get(s) for s in suffixes}
+        if len(formats) != 1 or None in formats:
+            raise InputError(location, expected="Parquet (.parquet/.pq) or CSV (.csv) files of one kind",
+                             found=f"suffixes {sorted(suffixes)}")
+        kind = formats.pop()
+        # as pandas reads CSV: an empty field is missing, whatever the column's type
+        file_format: Any = kind if kind == "parquet" else ds.CsvFileFormat(
+            convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
+        try:
+            if partitioning:  # a directory: let pyarrow discover it, parsing `key=value/` folders
+                root = location.split("://", 1)[1] if "://" in location else location
+                dataset = ds.dataset(_fs_path(root, filesystem), format=file_format, filesystem=filesystem,
+                                     partitioning="hive")
+            else:
+                dataset = ds.dataset(list(paths), format=file_format, filesystem=filesystem)
+            fragments = list(dataset.get_fragments())
+            physical = set(fragments[0].physical_schema.names) if fragments else set(dataset.schema.names)
+        except Exception as err:  # pyarrow raises ArrowInvalid, OSError, ... for unreadable files
+            raise InputError(location, expected="readable Parquet/CSV files",
+                             found=f"{type(err).__name__}: {err}") from err
+        schema = dataset.schema
+        self._dataset, self._filesystem = dataset, filesystem
+        self.files = tuple(f.path for f in fragments)
+        # partition keys are in the data set's schema but in no file
+        self.dtypes = {f.name: arrow_dtype(f.type) for f in schema if f.name in physical}
+        self.numeric_names = tuple(f.name for f in schema if f.name in self.dtypes and _is_numeric(f.type))
+        self.categorical_names = tuple(n for n in self.dtypes if n not in self.numeric_names)
+        self._rows = -1
+
+    # ---- reading
+    def count_rows(self) -> int:
+        if self._rows < 0:
+            assert self._dataset is not None
+            self._rows = int(self._dataset.count_rows())  # Parquet: from the footers, no data read
+        return self._rows
+
+    def batches(self, *, batch_rows: int = BATCH_ROWS) -> Iterator[Batch]:
+        if self._npz is not None:
+            yield from self._npz_batches(batch_rows)
+            return
+        assert self._dataset is not None
+        columns = list(self.dtypes)
+        for fragment in self._dataset.get_fragments():
+            origin = _relative(fragment.path, _root(self.location))
+            for record in self._records(fragment, columns, batch_rows):
+                if record.num_rows:
+                    yield self._to_batch(record, origin)
+
+    def _records(self, fragment: ds.Fragment, columns: list[str], batch_rows: int) -> Iterator[pa.RecordBatch]:
+        """Parquet one row group at a time (pyarrow's scanners read ahead across row groups, so their memory
+        grows with the file); CSV through the scanner, without read-ahead."""
+        if fragment.path.lower().endswith((".parquet", ".pq")):
+            import pyarrow.parquet as pq
+
+            handle = self._filesystem.open_input_file(fragment.path) if self._filesystem else fragment.path
+            parquet = pq.ParquetFile(handle)
+            for group in range(parquet.metadata.num_row_groups):
+                yield from parquet.read_row_group(group, columns=columns).to_batches(max_chunksize=batch_rows)
+            return
+        yield from fragment.to_batches(columns=columns, batch_size=batch_rows, batch_readahead=0,
+                                       fragment_readahead=0)
+
+    def _to_batch(self, record: pa.RecordBatch, origin: str) -> Batch:
+        numeric = np.empty((record.num_rows, len(self.numeric_names)), dtype=np.float32)
+        for j, name in enumerate(self.numeric_names):
+            column = record.column(name)
+            numeric[:, j] = column.to_numpy(zero_copy_only=False) if column.null_count == 0 else \
+                column.cast("double").fill_null(float("nan")).to_numpy()
+        return Batch(origin=origin, numeric=numeric,
+                     categorical={n: record.column(n) for n in self.categorical_names})
+
+    def _npz_batches(self, batch_rows: int) -> Iterator[Batch]:
+        assert self._npz is not None
+        origin = Path(self.location).name
+        for start in range(0, self._rows, batch_rows):
+            parts = {name: a[start:start + batch_rows] for name, a in self._npz.items()}
+            flat = [p.reshape(len(p), -1) if p.ndim > 1 else p[:, None] for p in parts.values()]
+            numeric = (flat[0] if len(flat) == 1 else np.concatenate(flat, axis=1)).astype(np.float32, copy=False)
+            yield Batch(origin=origin, numeric=numeric, categorical={}, arrays=parts)
+
+    # ---- identity
+    def sha256(self) -> str:
+        """A single file's SHA-256; for several files, the SHA-256 of their names and SHA-256s."""
+        if self._filesystem is None and len(self.files) == 1:
+            return sha256_file(self.files[0])
+        lines = [f"{_relative(f, _root(self.location))}\0{self._file_sha256(f)}\n" for f in sorted(self.files)]
+        return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+    def _file_sha256(self, path: str) -> str:
+        if self._filesystem is None:
+            return sha256_file(path)
+        digest = hashlib.sha256()
+        with self._filesystem.open_input_stream(path) as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+        return digest.hexdigest()
+
+    def __repr__(self) -> str:
+        return f"Source({self.location!r}, {len(self.files)} files)"
+
+
+def open_source(location: str | Path, *, files: Sequence[str] = ()) -> Source:
+    """`files`: read only these files of the data set (a fan-out shard)."""
+    return Source(str(location), files=files)
+
+
+def arrow_dtype(arrow_type: pa.DataType) -> str:
+    """The numpy/pandas name of an Arrow type, as the schema check compares them (`float64`, `int64`, `object`)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(arrow_type):
+        return "category"
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "object"
+    try:
+        return str(np.dtype(arrow_type.to_pandas_dtype()))
+    except (NotImplementedError, TypeError):
+        return str(arrow_type)
+
+
+def _is_numeric(arrow_type: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type))
+
+
+def _resolve(location: str, files: Sequence[str]) -> tuple[pafs.FileSystem | None, list[str], bool]:
+    """(filesystem or None for local, the files, whether the location is a directory to read as Hive)."""
+    if "://" in location:
+        filesystem, root = _filesystem(location)
+        import pyarrow.fs as pafs
+
+        info = filesystem.get_file_info(root)
+        if info.type == pafs.FileType.NotFound:
+            raise InputError(location, expected="a Parquet/CSV file, directory or glob", found="no such path")
+        if files:
+            return filesystem, list(files), False
+        if info.type == pafs.FileType.Directory:
+            listed = filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
+            return filesystem, sorted(i.path for i in listed if i.type == pafs.FileType.File
+                                      and not Path(i.path).name.startswith(("_", "."))), True
+        return filesystem, [root], False
+    if files:
+        return None, list(files), False
+    path = Path(location)
+    if any(ch in location for ch in "*?["):
+        matched = sorted(p for p in glob.glob(location, recursive=True) if Path(p).is_file())
+        if not matched:
+            raise InputError(location, expected="a glob matching Parquet/CSV files", found="no match")
+        return None, matched, False
+    if path.is_dir():
+        found = sorted(str(p) for p in path.rglob("*") if p.is_file() and not p.name.startswith(("_", ".")))
+        if not found:
+            raise InputError(location, expected="a directory with Parquet/CSV files", found="no files")
+        return None, found, True
+    if not path.is_file():
+        raise InputError(location, expected="a Parquet/CSV file, directory, glob or .npz", found="no such file")
+    return None, [str(path)], False
+
+
+def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    import pyarrow.fs as pafs
+
+    if uri.startswith("s3://") and os.environ.get("AWS_ENDPOINT_URL"):
+        endpoint = os.environ["AWS_ENDPOINT_URL"]
+        scheme, _, host = endpoint.partition("://")
+        filesystem = pafs.S3FileSystem(endpoint_override=host or scheme, scheme=scheme if host else "https",
+                                       region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
+        return filesystem, uri[len("s3://"):]
+    try:
+        return pafs.FileSystem.from_uri(uri)
+    except Exception as err:  # unknown scheme, missing credentials: pyarrow's own exception types
+        raise InputError(uri, expected="a URI pyarrow can open (s3://, gs://, hdfs://, file://)",
+                         found=f"{type(err).__name__}: {err}") from err
+
+
+def _root(location: str) -> str:
+    """The folder that file names are relative to: a directory itself, a glob's part before its wildcards."""
+    wildcard = min((location.find(ch) for ch in "*?[" if ch in location), default=-1)
+    return location if wildcard < 0 else location[:wildcard].rsplit("/", 1)[0]
+
+
+def _fs_path(root: str, filesystem: pafs.FileSystem | None) -> str:
+    return root.rstrip("/") if filesystem is not None else str(Path(root))
+
+
+def _relative(path: str, location: str) -> str:
+    root = location.split("://")[-1].rstrip("/")
+    root = root if "://" in location else str(Path(root))
+    return path[len(root) + 1:] if path.startswith(root + "/") else Path(path).name

@@ -1,0 +1,313 @@
+"""One streamed pass over a data set into mergeable statistics (`SideStats`): per numeric feature a quantile
+sketch, its NaN count and its coverage of the reference deciles; per categorical feature its counts; for MMD
+the sum of the random features of (a seeded share of) the rows, and — while few enough — the rows themselves.
+
+Everything random is drawn per file (seeded by the seed and the file's name), so a data set split over several
+tasks draws what one pass draws. Memory: one batch, the sketches (bounded by their capacity and `exact_rows`),
+the categories seen, `keep_rows` and `sample_rows` rows of the MMD input.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skewgate.common.errors import InputError
+from skewgate.drift.mmd import RandomFeatures
+from skewgate.drift.sketch import QuantileSketch, SketchBuilder, merge_sketches
+from skewgate.drift.source import Batch
+
+COVERAGE_BINS = 13  # below min, deciles 1..10, above max, NaN
+Embedder = Callable[[Batch], np.ndarray]
+
+
+@dataclass(frozen=True)
+class MmdPlan:
+    """How rows enter MMD: standardised with the reference's center and scale, mapped by `features`; a share
+    `rate` of them (seeded per file); their standardised values kept while at most `keep_rows`."""
+
+    center: np.ndarray
+    scale: np.ndarray
+    features: RandomFeatures
+    rate: float = 1.0
+    keep_rows: int = 0
+
+
+@dataclass
+class SideStats:
+    """Mergeable statistics of one side. Optional parts are None when the pass did not compute them."""
+
+    rows: int
+    numeric_names: tuple[str, ...]
+    sketches: list[QuantileSketch]
+    nan: np.ndarray  # int64 per numeric feature
+    categories: dict[str, dict[str, int]]
+    missing: dict[str, int]  # nulls per categorical feature
+    coverage: np.ndarray | None = None  # counts, numeric features × COVERAGE_BINS
+    rff_sum: np.ndarray | None = None
+    mmd_rows: int = 0
+    kept: np.ndarray | None = None  # standardised MMD rows, None once more than keep_rows
+    keep_rows: int = 0
+    moments: np.ndarray | None = None  # 3 × MMD dims: count, mean, M2 of the finite values
+    sample: np.ndarray | None = None  # the MMD-input rows with the smallest keys (a uniform sample)
+    sample_keys: np.ndarray | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def nan_share(self) -> dict[str, float]:
+        rows = max(self.rows, 1)
+        shares = {n: int(c) / rows for n, c in zip(self.numeric_names, self.nan, strict=True)}
+        return shares | {n: c / rows for n, c in self.missing.items()}
+
+    def standardisation(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per-column mean and standard deviation of the MMD input; constant or empty columns get scale 1."""
+        assert self.moments is not None
+        count, mean, m2 = self.moments
+        std = np.sqrt(np.where(count > 0, m2 / np.maximum(count, 1), np.nan))
+        center = np.nan_to_num(mean).astype(np.float32)
+        return center, np.where(np.isfinite(std) & (std > 0), std, 1.0).astype(np.float32)
+
+
+class Accumulator:
+    """Feed `Batch`es, then take `result()`. `tables`: sketches, NaN and category counts; `edges`: coverage of
+    these reference bins; `mmd`: random-feature sums; `sample_rows`: moments and a sample of the MMD input."""
+
+    def __init__(self, numeric_names: tuple[str, ...], source_numeric: tuple[str, ...],
+                 categorical_names: Iterable[str], *, seed: int, exact_rows: int, capacity: int,
+                 tables: bool = True, edges: np.ndarray | None = None, mmd: MmdPlan | None = None,
+                 sample_rows: int = 0, embedder: Embedder | None = None) -> None:
+        self.names = numeric_names
+        self.order = np.array([source_numeric.index(n) for n in numeric_names], dtype=np.int64)
+        self.identity = list(self.order) == list(range(len(source_numeric)))
+        self.categorical = tuple(categorical_names)
+        self.seed, self.tables, self.edges, self.mmd = seed, tables, edges, mmd
+        self.sample_rows, self.embedder = sample_rows, embedder
+        per_column = exact_rows if not numeric_names else min(exact_rows, (1 << 26) // len(numeric_names))
+        self.builders = [SketchBuilder(capacity=capacity, exact_rows=per_column) for _ in numeric_names]
+        self.rows = 0
+        self.nan = np.zeros(len(numeric_names), dtype=np.int64)
+        self.counts: dict[str, Counter[str]] = {n: Counter() for n in self.categorical}
+        self.missing = dict.fromkeys(self.categorical, 0)
+        self.coverage = np.zeros((len(numeric_names), COVERAGE_BINS), dtype=np.int64)
+        self.rff_sum: np.ndarray | None = None
+        self.mmd_rows = 0
+        self.kept: list[np.ndarray] | None = [] if mmd is not None and mmd.keep_rows > 0 else None
+        self.kept_rows = 0
+        self.moments: np.ndarray | None = None
+        self.sample: np.ndarray | None = None
+        self.sample_keys = np.zeros(0)
+        self._rngs: dict[tuple[str, int], np.random.Generator] = {}
+
+    def _rng(self, origin: str, purpose: int) -> np.random.Generator:
+        key = (origin, purpose)
+        if key not in self._rngs:
+            self._rngs[key] = np.random.default_rng([self.seed, zlib.crc32(origin.encode()), purpose])
+        return self._rngs[key]
+
+    def add(self, batch: Batch) -> None:
+        numeric = batch.numeric if self.identity else batch.numeric[:, self.order]
+        self.rows += batch.rows
+        if self.tables:
+            self._add_tables(numeric, batch)
+        if self.edges is not None:
+            self._add_coverage(numeric)
+        if self.mmd is None and not self.sample_rows:
+            return
+        mmd_input = self.embedder(batch) if self.embedder is not None else numeric
+        if self.sample_rows:
+            self._add_moments(mmd_input)
+            self._add_sample(mmd_input, self._rng(batch.origin, 1).random(len(mmd_input)))
+        if self.mmd is not None:
+            self._add_mmd(mmd_input, batch.origin)
+
+    def _add_tables(self, numeric: np.ndarray, batch: Batch) -> None:
+        import pyarrow.compute as pc
+
+        ordered = np.sort(numeric, axis=0)  # NaN sorts last
+        finite = np.isfinite(numeric).sum(axis=0)
+        self.nan += np.isnan(numeric).sum(axis=0)
+        for j, builder in enumerate(self.builders):
+            builder.add(ordered[: finite[j], j], presorted=True)
+        for name in self.categorical:
+            column = batch.categorical[name]
+            self.missing[name] += int(column.null_count)
+            if hasattr(column, "dictionary_decode") and hasattr(column, "dictionary"):
+                column = column.dictionary_decode()
+            counted = pc.value_counts(column.drop_null())
+            values, counts = counted.field("values").to_pylist(), counted.field("counts").to_pylist()
+            self.counts[name].update({str(v): int(c) for v, c in zip(values, counts, strict=True)})
+
+    def _add_coverage(self, numeric: np.ndarray) -> None:
+        assert self.edges is not None
+        for j in range(numeric.shape[1]):
+            column, edges = numeric[:, j], self.edges[j]
+            nan = np.isnan(column)
+            self.coverage[j, 12] += int(nan.sum())
+            if np.isnan(edges).any():
+                continue
+            values = column[~nan].astype(np.float64)
+            below, above = values < edges[0], values > edges[-1]
+            inside = values[~below & ~above]
+            bins = np.clip(np.searchsorted(edges[1:-1], inside, side="right"), 0, 9)
+            self.coverage[j, 1:11] += np.bincount(bins, minlength=10)
+            self.coverage[j, 0] += int(below.sum())
+            self.coverage[j, 11] += int(above.sum())
+
+    def _add_moments(self, x: np.ndarray) -> None:
+        values = np.asarray(x, dtype=np.float64)
+        finite = np.isfinite(values)
+        count = finite.sum(axis=0).astype(np.float64)
+        safe = np.where(finite, values, 0.0)
+        mean = safe.sum(axis=0) / np.maximum(count, 1)
+        m2 = (np.where(finite, values - mean, 0.0) ** 2).sum(axis=0)
+        self.moments = _merge_moments(self.moments, np.stack([count, mean, m2]))
+
+    def _add_sample(self, x: np.ndarray, keys: np.ndarray) -> None:
+        rows = np.asarray(x, dtype=np.float32)
+        if self.sample is not None:
+            rows, keys = np.concatenate([self.sample, rows]), np.concatenate([self.sample_keys, keys])
+        self.sample, self.sample_keys = _smallest(rows, keys, self.sample_rows)
+
+    def _add_mmd(self, x: np.ndarray, origin: str) -> None:
+        from skewgate.drift.profile import standardise
+
+        assert self.mmd is not None
+        if self.mmd.rate < 1.0:
+            x = x[self._rng(origin, 2).random(len(x)) < self.mmd.rate]
+        z = standardise(x, self.mmd.center, self.mmd.scale)
+        total = self.mmd.features.transform(z).sum(axis=0, dtype=np.float64)
+        self.rff_sum = total if self.rff_sum is None else self.rff_sum + total
+        self.mmd_rows += len(z)
+        if self.kept is not None:
+            self.kept_rows += len(z)
+            self.kept = [*self.kept, z] if self.kept_rows <= self.mmd.keep_rows else None
+
+    def result(self) -> SideStats:
+        return SideStats(
+            rows=self.rows, numeric_names=self.names,
+            sketches=[b.result() for b in self.builders] if self.tables else [],
+            nan=self.nan, categories={n: dict(c) for n, c in self.counts.items()}, missing=self.missing,
+            coverage=self.coverage if self.edges is not None else None,
+            rff_sum=self.rff_sum, mmd_rows=self.mmd_rows,
+            kept=None if self.kept is None else _stack(self.kept, self.mmd),
+            keep_rows=self.mmd.keep_rows if self.mmd else 0,
+            moments=self.moments, sample=self.sample, sample_keys=self.sample_keys if self.sample_rows else None)
+
+
+def _stack(parts: list[np.ndarray], plan: MmdPlan | None) -> np.ndarray:
+    if parts:
+        return np.concatenate(parts)
+    return np.zeros((0, 0 if plan is None else len(plan.center)), dtype=np.float32)
+
+
+def _smallest(rows: np.ndarray, keys: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    if len(keys) <= k:
+        return rows, keys
+    keep = np.sort(np.argpartition(keys, k)[:k])
+    return rows[keep], keys[keep]
+
+
+def _merge_moments(a: np.ndarray | None, b: np.ndarray) -> np.ndarray:
+    """Chan et al.'s pairwise update: counts add, means weight, M2 gains the between-part term."""
+    if a is None:
+        return b
+    (na, ma, sa), (nb, mb, sb) = a, b
+    n = na + nb
+    delta = mb - ma
+    mean = ma + delta * np.divide(nb, n, out=np.zeros_like(n), where=n > 0)
+    m2 = sa + sb + delta**2 * np.divide(na * nb, n, out=np.zeros_like(n), where=n > 0)
+    return np.stack([n, mean, m2])
+
+
+def merge(a: SideStats, b: SideStats, *, capacity: int, exact_rows: int) -> SideStats:
+    """The statistics of both parts together (fan-out: one partial per shard of files)."""
+    if a.numeric_names != b.numeric_names or set(a.categories) != set(b.categories):
+        raise InputError("partial statistics", expected=f"features {list(a.numeric_names)}",
+                         found=f"{list(b.numeric_names)}")
+    per_column = exact_rows if not a.numeric_names else min(exact_rows, (1 << 26) // len(a.numeric_names))
+    kept = None
+    if a.kept is not None and b.kept is not None and len(a.kept) + len(b.kept) <= a.keep_rows:
+        kept = np.concatenate([a.kept, b.kept])
+    sample, keys = a.sample, a.sample_keys
+    if b.sample is not None and b.sample_keys is not None:
+        k = max(len(a.sample_keys) if a.sample_keys is not None else 0, len(b.sample_keys))
+        sample, keys = (b.sample, b.sample_keys) if a.sample is None or a.sample_keys is None else _smallest(
+            np.concatenate([a.sample, b.sample]), np.concatenate([a.sample_keys, b.sample_keys]), k)
+    return SideStats(
+        rows=a.rows + b.rows, numeric_names=a.numeric_names,
+        sketches=[merge_sketches(x, y, capacity=capacity, exact_rows=per_column)
+                  for x, y in zip(a.sketches, b.sketches, strict=True)],
+        nan=a.nan + b.nan,
+        categories={n: dict(Counter(a.categories[n]) + Counter(b.categories[n])) for n in a.categories},
+        missing={n: a.missing[n] + b.missing[n] for n in a.missing},
+        coverage=None if a.coverage is None or b.coverage is None else a.coverage + b.coverage,
+        rff_sum=_add(a.rff_sum, b.rff_sum), mmd_rows=a.mmd_rows + b.mmd_rows, kept=kept, keep_rows=a.keep_rows,
+        moments=b.moments if a.moments is None else a.moments if b.moments is None else _merge_moments(
+            a.moments, b.moments),
+        sample=sample, sample_keys=keys)
+
+
+def _add(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    return b if a is None else a if b is None else a + b
+
+
+# ---- partial statistics as a file (the fan-out's artifact): a JSON header plus arrays, no pickles
+
+PARTIAL_SCHEMA = "skewgate.drift-partial"
+
+
+def save_partial(stats: SideStats, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = {"schema": PARTIAL_SCHEMA, "version": 1, "rows": stats.rows, "numeric_names": list(stats.numeric_names),
+              "categories": stats.categories, "missing": stats.missing, "mmd_rows": stats.mmd_rows,
+              "keep_rows": stats.keep_rows, "extra": stats.extra,
+              "sketches": [{"n": s.n, "complete": s.complete, "raw": s.lower is None} for s in stats.sketches]}
+    arrays: dict[str, Any] = {"header": np.array(json.dumps(header)), "nan": stats.nan}
+    for name in ("coverage", "rff_sum", "kept", "moments", "sample", "sample_keys"):
+        value = getattr(stats, name)
+        if value is not None:
+            arrays[name] = value
+    arrays |= sketch_arrays(stats.sketches)
+    with path.open("wb") as handle:
+        np.savez_compressed(handle, **arrays)
+    return path
+
+
+def load_partial(path: str | Path) -> SideStats:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            data = {name: archive[name] for name in archive.files}
+        header = json.loads(str(data["header"]))
+    except (OSError, ValueError, KeyError, EOFError) as err:
+        raise InputError(path, expected="skewgate partial drift statistics",
+                         found=f"{type(err).__name__}: {err}") from err
+    if header.get("schema") != PARTIAL_SCHEMA:
+        raise InputError(path, field="schema", expected=PARTIAL_SCHEMA, found=str(header.get("schema")))
+    return SideStats(
+        rows=header["rows"], numeric_names=tuple(header["numeric_names"]),
+        sketches=sketches_from(data, header["sketches"]), nan=data["nan"], categories=header["categories"],
+        missing=header["missing"], coverage=data.get("coverage"), rff_sum=data.get("rff_sum"),
+        mmd_rows=header["mmd_rows"], kept=data.get("kept"), keep_rows=header["keep_rows"],
+        moments=data.get("moments"), sample=data.get("sample"), sample_keys=data.get("sample_keys"),
+        extra=header.get("extra", {}))
+
+
+def sketch_arrays(sketches: list[QuantileSketch]) -> dict[str, np.ndarray]:
+    arrays = {f"sketch_values_{j}": s.values for j, s in enumerate(sketches)}
+    for j, s in enumerate(sketches):
+        if s.lower is not None and s.upper is not None:
+            arrays[f"sketch_lower_{j}"], arrays[f"sketch_upper_{j}"] = s.lower, s.upper
+    return arrays
+
+
+def sketches_from(data: dict[str, np.ndarray], meta: list[dict[str, Any]]) -> list[QuantileSketch]:
+    return [QuantileSketch(values=data[f"sketch_values_{j}"], lower=data.get(f"sketch_lower_{j}"),
+                           upper=data.get(f"sketch_upper_{j}"), n=int(m["n"]), complete=bool(m["complete"]))
+            for j, m in enumerate(meta)]
