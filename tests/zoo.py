@@ -109,13 +109,17 @@ class NormMlp(nn.Module):
 
 class SoftmaxHead(nn.Module):
     """A CNN whose output is softmax over large logits (`logit_scale`): confident probabilities, the head that
-    overflows in FP16 once the logits pass 65504."""
+    overflows in FP16 once the logits pass 65504 (`weight_scale`, say 1e4, scales the head's weights so they do;
+    the scale itself stays a representable FP16 constant)."""
 
-    def __init__(self, logit_scale: float = 30.0) -> None:
+    def __init__(self, logit_scale: float = 30.0, weight_scale: float = 1.0) -> None:
         super().__init__()
         self.features = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                                       nn.Conv2d(8, 16, 3, padding=1), nn.ReLU())
         self.head = nn.Linear(16 * 4 * 4, 10)
+        with torch.no_grad():
+            self.head.weight *= weight_scale
+            self.head.bias *= weight_scale
         self.logit_scale = logit_scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -62,8 +62,10 @@ class ParityResult:
 
 
 def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int8: str | Path | None = None,
-           triton_url: str | None = None, triton_model: str | None = None,
-           options: ParityOptions = ParityOptions()) -> ParityResult:
+           triton_url: str | None = None, triton_model: str | None = None, fp16: str | Path | bool = False,
+           fp16_out: str | Path | None = None, options: ParityOptions = ParityOptions()) -> ParityResult:
+    """`fp16`: True to convert the FP32 model to FP16 and judge that, or the path of a given FP16 model;
+    `fp16_out`: where to write the FP16 model with the proposed nodes kept in FP32, once it is checked to pass."""
     from skewgate.export.core import load_program
 
     started = time.perf_counter()
@@ -189,6 +191,15 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
                 INT8, layers[INT8], values, outputs, lambda e: e.sqnr_db < options.min_layer_sqnr_db, None, None,
                 options)
             checks += int8_checks
+    if fp16 is not False:
+        from skewgate.parity.fp16 import PAIR, Fp16Options, fp16_checks
+
+        given = None if fp16 is True else fp16
+        fp16_options = Fp16Options(batch_size=options.batch_size)
+        fp16_list, details[PAIR], rows[PAIR] = fp16_checks(fp32_model, given, feeds, fp16_options,
+                                                           write_fixed=fp16_out)
+        checks += fp16_list
+        details["pairs"].append(PAIR)
     if triton is not None:
         checks += [Check(f"triton.outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
                          detail=f"Triton vs ORT FP32: {_describe(err)}") for name, err in finals[TRITON].items()]

@@ -70,9 +70,11 @@ class RunningError:
 
     def summary(self) -> dict[str, float | str | None]:
         errors = np.concatenate(self.sample) if self.sample else np.zeros(1)
+        with np.errstate(invalid="ignore"):  # inf errors (an overflowed value): inf − inf inside the percentile
+            median, p99 = float(np.median(errors)), float(np.percentile(errors, 99))
         return {
             "max_abs": self.max_abs, "mean_abs": self.sum_abs / max(self.count, 1),
-            "median_abs": float(np.median(errors)), "p99_abs": float(np.percentile(errors, 99)),
+            "median_abs": median, "p99_abs": p99,
             "max_rel": self.max_rel, "worst_ratio": self.worst_ratio,
             "sqnr_db": None if math.isinf(self.sqnr_db) else self.sqnr_db, "shape_mismatch": self.shape_mismatch,
         }
