@@ -83,12 +83,14 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         raise InputError(onnx, field="outputs", expected=f"{len(program.graph_signature.user_outputs)} outputs "
                          "like the PyTorch program", found=f"{len(outputs)}")
 
+    loaded = time.perf_counter()
     values = onnx_values(fp32_model)
     recorder = TorchRecorder(program) if options.layerwise else None
     matching = match(fp32_model, program, recorder.recorded) if recorder is not None else Matching()
     counterparts = matching.pairs
     if recorder is not None:
         recorder.record(set(counterparts.values()))
+    matched = time.perf_counter()
     # Final outputs come from the model as deployed. Intermediates come from a copy that also outputs them: ORT
     # cannot optimise an exposed value away, so that copy may compute differently (e.g. a Dropout node left in
     # training mode, which ORT drops from the deployed graph, runs in it) — a finding, not noise, but never
@@ -153,7 +155,9 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         # drop this batch's intermediates before the next batch allocates its own: else the peak holds two
         del recorded, fp32_inner
 
-    timing = {"setup_s": streaming - started, "streaming_s": time.perf_counter() - streaming}
+    timing = {"load_s": loaded - started, "match_s": matched - loaded, "sessions_s": streaming - matched,
+              "streaming_s": time.perf_counter() - streaming}
+    checking = time.perf_counter()
     checks = [Check(f"outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
                     detail=f"ORT FP32 vs torch: {_describe(err)}") for name, err in finals[FP32].items()]
     probe_feeds = {k: v[:16] for k, v in feeds.items()}
@@ -206,6 +210,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         checks.append(batch_invariance("triton", triton, probe_feeds, outputs, tols, dynamic=dynamic))
     else:
         details["triton"] = "not compared: no Triton URL given"
+    timing["checks_s"] = time.perf_counter() - checking  # batch invariance, layer report, isolated re-run, FP16
     subject = Subject(artifact=str(onnx), sha256=sha256_file(onnx), data={"inputs": sha256_file(inputs)},
                       source=str(torch_model))
     return ParityResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), rows)
