@@ -25,6 +25,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                              "path) the FP32 model converted by onnxconverter-common with FP32 inputs/outputs")
     parser.add_argument("--fp16-out", type=Path,
                         help="write the FP16 model with the proposed nodes kept in FP32 here (once it passes)")
+    parser.add_argument("--fp16-cuda", action="store_true",
+                        help="run the FP16 comparison on ONNX Runtime's CUDA provider (needs onnxruntime-gpu)")
     parser.add_argument("--triton-url", help="host:port of a Triton server serving the model")
     parser.add_argument("--triton-model", help="model name on that server")
     parser.add_argument("--triton-protocol", choices=["http", "grpc"], default="http")
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         from skewgate.parity.pipeline_support import publish
 
         options = ParityOptions(layerwise=args.layerwise, batch_size=args.batch_size, max_samples=args.max_samples,
-                                triton_protocol=args.triton_protocol)
+                                triton_protocol=args.triton_protocol, fp16_cuda=args.fp16_cuda)
         result = parity(torch_model=args.torch, onnx=args.onnx, inputs=args.inputs, int8=args.int8,
                         fp16=args.fp16 if args.fp16 is True or args.fp16 is False else Path(args.fp16),
                         fp16_out=args.fp16_out,

@@ -53,6 +53,7 @@ class ParityOptions:
     max_kl_divergence: float = 0.05
     triton_protocol: Protocol = "http"
     seed: int = 0
+    fp16_cuda: bool = False  # run the FP16 comparison on ONNX Runtime's CUDA provider
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         from skewgate.parity.fp16 import PAIR, Fp16Options, fp16_checks
 
         given = None if fp16 is True else fp16
-        fp16_options = Fp16Options(batch_size=options.batch_size)
+        fp16_options = Fp16Options(batch_size=options.batch_size, cuda=options.fp16_cuda)
         fp16_list, details[PAIR], rows[PAIR] = fp16_checks(fp32_model, given, feeds, fp16_options,
                                                            write_fixed=fp16_out)
         checks += fp16_list

@@ -40,6 +40,9 @@ class Fp16Options:
     min_top1_agreement: float = 0.99
     max_rounds: int = 8
     batch_size: int = 32
+    # run both models on the CUDA provider, as a GPU server does (FP16 kernels throughout; the CPU provider
+    # upcasts the ops it has no FP16 kernel for, which is why values are judged exposed, one by one)
+    cuda: bool = False
 
 
 @dataclass
@@ -92,7 +95,7 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
             else:
                 continue
             keep[value] = [r for r in readers.get(value, []) if r in fp32_nodes]
-    layers = session(with_intermediates(candidate, list(reference)), arena=False)
+    layers = session(with_intermediates(candidate, list(reference)), arena=False, cuda=options.cuda)
     errors = {v: RunningError(Tolerance(0.0, 0.0)) for v in reference}
     overflow = dict.fromkeys(reference, 0)
     outputs = [o.name for o in fp32_model.graph.output]
@@ -140,7 +143,7 @@ def fp16_checks(fp32_model: Any, candidate_path: str | Path | None, feeds: Mappi
     verify the nodes to keep in FP32. Returns checks, details and one row per compared value."""
     import onnx
 
-    fp32_layers = session(with_intermediates(fp32_model), arena=False)
+    fp32_layers = session(with_intermediates(fp32_model), arena=False, cuda=options.cuda)
     given = candidate_path is not None
     candidate = onnx.load(str(candidate_path)) if given else convert(fp32_model, [])
     result = evaluate(fp32_layers, fp32_model, candidate, feeds, options)

@@ -73,3 +73,17 @@ def test_cli_fp16_flag(overflowing, tmp_path):
     assert (tmp_path / "f.onnx").is_file()
     assert main(["parity", "--torch", str(files.pt2), "--onnx", str(onnx_path), "--inputs", str(files.inputs),
                  "--fp16", str(tmp_path / "f.onnx")]) == 0
+
+
+@pytest.mark.gpu
+def test_overflow_caught_on_the_cuda_provider(overflowing):
+    import onnxruntime
+
+    if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+        pytest.skip("ONNX Runtime here has no CUDA execution provider")
+    files, onnx_path = overflowing
+    result = parity(torch_model=files.pt2, onnx=onnx_path, inputs=files.inputs, fp16=True,
+                    options=ParityOptions(layerwise=False, fp16_cuda=True))
+    assert result.verdict.status == "fail"
+    assert result.verdict.details["fp32_vs_fp16"]["first_failure"]["overflowed"] > 0
+    assert result.verdict.check("fp32_vs_fp16.proposal").passed
