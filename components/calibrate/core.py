@@ -3,9 +3,12 @@
 Steps: (1) pass 1 over the calibration set — per-sample extremes and per-channel |max|; (2) cross-layer
 equalisation where a few channels carry outlier activations, checked against the original FP32 model by parity
 rules; (3) pass 2 — robust fixed-range histograms; (4) a range per tensor (`auto`: least expected error);
-(5) ONNX Runtime's QDQ quantiser with those ranges; (6) FP32 vs INT8 on the eval set; (7) while the accuracy drop
-exceeds the budget, keep the layer that introduces the most error in FP32 and try again. The gate fails if the
-budget is never met, and the best model found is still written.
+(5) ONNX Runtime's QDQ quantiser with those ranges; (6) the written INT8 file vs the FP32 file on the eval set,
+each in a default ONNX Runtime session — the graph as deployed, Q/DQ fused into QLinear kernels — beside a
+layerwise view with intermediates exposed (diagnostic only: exposing them stops the fusions); (7) while the
+deployed drop exceeds the budget, keep in FP32 what the evidence points at (fallback.py) and try again. The gate
+fails if the budget is never met, and the best model found is still written. (8) INT8 coverage: the share of
+MACs the written file runs in INT8, and the op types left in FP32 (a warning below `min_int8_mac_share`).
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ from typing import Any, get_args
 import numpy as np
 
 from skewgate.calibrate import collect
+from skewgate.calibrate.coverage import coverage, describe, macs_per_node
 from skewgate.calibrate.equalize import equalizable_pairs, equalize
-from skewgate.calibrate.evaluate import Evaluation, evaluate, sensitivity
-from skewgate.calibrate.quantize import WEIGHTED_OPS, op_types_to_quantize, quantize, tensors_to_calibrate
+from skewgate.calibrate.evaluate import Evaluation, Layerwise, Reference, judge, layerwise, platform, reference
+from skewgate.calibrate.fallback import candidates
+from skewgate.calibrate.quantize import WEIGHTED_OPS, op_types_to_quantize, prepare, quantize, tensors_to_calibrate
 from skewgate.calibrate.ranges import Choice, Method, choose
 from skewgate.common.compare import Tolerance
 from skewgate.common.errors import InputError
@@ -48,6 +53,7 @@ class CalibrateOptions:
     equalize: bool = True
     outlier_ratio: float = 10.0  # max / p99.99 from which a tensor is flagged
     max_uncovered: float = 0.01  # eval values beyond the range, in excess of what calibration itself clipped
+    min_int8_mac_share: float = 0.8  # below: warn, the written model is mostly FP32
 
 
 @dataclass(frozen=True)
@@ -82,39 +88,52 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
     target, pairs_of_ranges, checks = found.model, found.pairs, list(found.checks)
 
     out = Path(out)
-    quantize(target, pairs_of_ranges, out, per_channel=options.per_channel)
-    # the reference is the model that was calibrated: its tensors are the ones the ranges describe, and its
-    # function is the original's (checked above when it was rescaled)
-    first_eval = evaluate(target, load_onnx(out), feeds, truth, batch_size=options.batch_size,
-                          ranges=pairs_of_ranges, layerwise=True)
-    trials = [_trial(0, [], first_eval)]
-    final, excluded = first_eval, list[str]()
+    # The figures that gate come from model files in default sessions (see evaluate.py): the FP32 reference
+    # once, from the file given; each INT8 candidate from the file written.
+    ref = reference(onnx, model, feeds, truth, batch_size=options.batch_size, source=labels or eval_data)
+    prepared = prepare(target)
+    quantize(prepared, pairs_of_ranges, out, per_channel=options.per_channel, prepared=True)
+    first_eval = judge(ref, out, feeds, batch_size=options.batch_size)
+    # the diagnostic view compares with the model that was calibrated: its tensors are the ones the ranges
+    # describe, and its function is the original's (checked above when it was rescaled)
+    first_view = layerwise(target, load_onnx(out), feeds, ref, batch_size=options.batch_size,
+                           ranges=pairs_of_ranges)
+    trials = [_trial(0, [], first_eval, tried="nothing (every op the quantiser handles)", kept=True)]
+    final, view, excluded, seven_bit = first_eval, first_view, list[str](), False
     if not _within(first_eval.drop, options):
-        final, excluded = _budget_loop(target, pairs_of_ranges, feeds, truth, first_eval, out, trials,
-                                       options)
-        if excluded:  # the written model changed: its per-layer picture too
-            final = evaluate(target, load_onnx(out), feeds, truth, batch_size=options.batch_size, layerwise=True)
+        final, excluded, seven_bit = _budget_loop(prepared, pairs_of_ranges, ref, feeds, first_eval, first_view, out,
+                                       trials, options)
+        if excluded or seven_bit:  # the written model changed: its per-layer picture too
+            view = layerwise(target, load_onnx(out), feeds, ref, batch_size=options.batch_size)
+    if sha256_file(out) != final.sha256:
+        raise RuntimeError(f"{out}: the file changed after it was judged")
+    int8_coverage = coverage(load_onnx(out), macs_per_node(model, {k: v[:1] for k, v in feeds.items()}))
 
-    tensors = _tensor_rows(found, first_eval.uncovered, options)
-    checks += _checks(final, excluded, tensors, trials, options)
-    int8_sha256 = sha256_file(out)
+    tensors = _tensor_rows(found, first_view.uncovered, options)
+    checks += _checks(final, excluded, tensors, trials, int8_coverage, options, seven_bit=seven_bit)
     details: dict[str, Any] = {
         "method": options.method, "samples": samples, "memory_estimate_mib": found.memory_estimate / 2**20,
-        "equalization": found.rescaled, "excluded_nodes": excluded, "trials": trials,
+        "equalization": found.rescaled, "excluded_nodes": excluded, "reduce_range": seven_bit, "trials": trials,
+        "judged": "the --out file in a default ONNX Runtime session (full graph optimisation, no exposed "
+                  "intermediates); FP32 reference: the --onnx file, likewise",
+        "judged_on": platform(),
         "accuracy": {"fp32": final.accuracy_fp32, "int8": final.accuracy_int8, "drop": final.drop},
-        "logits": final.logits,
+        "logits": final.logits, "outputs": final.outputs,
+        "unfused_drop": {"first": first_view.drop, "final": view.drop},
+        "int8_coverage": int8_coverage,
         "outliers": [t for t in tensors if t["outlier"]],
-        "int8": {"path": str(out), "sha256": int8_sha256},
+        "int8": {"path": str(out), "sha256": final.sha256},
         "registry_tags": {"skewgate.calibrate.excluded_nodes": ",".join(excluded) or "none",
                           "skewgate.calibrate.accuracy_drop": f"{final.drop:.4f}",
-                          "skewgate.calibrate.int8_sha256": int8_sha256},
+                          "skewgate.calibrate.int8_mac_share": f"{int8_coverage['mac_share']:.4f}",
+                          "skewgate.calibrate.int8_sha256": final.sha256},
     }
     # The subject is the FP32 model the gate judges (promote matches it against the file it promotes); the INT8
     # file it produced is in the details and the registry tags.
     subject = Subject(artifact=str(onnx), sha256=sha256_file(onnx),
                       data={"calibration": sha256_file(calibration), "eval": sha256_file(eval_data)})
     return CalibrationResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), tensors, trials,
-                             final.layers, found.hists, found.ranges)
+                             view.layers, found.hists, found.ranges)
 
 
 @dataclass(frozen=True)
@@ -204,37 +223,64 @@ def _equalization_check(original: Any, rescaled: Any, data: dict[str, np.ndarray
                  detail=f"rescaled {what}; FP32 outputs vs the original: max |error| / tolerance {worst:.3g}")
 
 
-def _budget_loop(target: Any, ranges: dict[str, tuple[float, float]], feeds: dict[str, np.ndarray],
-                 truth: np.ndarray | None, first: Evaluation, out: Path, trials: list[dict[str, Any]],
-                 options: CalibrateOptions) -> tuple[Evaluation, list[str]]:
-    """Keep the most sensitive layers in FP32 one at a time; `out` always holds the best model so far."""
+def _budget_loop(prepared: Any, ranges: dict[str, tuple[float, float]], ref: Reference,
+                 feeds: dict[str, np.ndarray], first: Evaluation, view: Layerwise, out: Path,
+                 trials: list[dict[str, Any]], options: CalibrateOptions) -> tuple[Evaluation, list[str], bool]:
+    """Probe each candidate (fallback.py) on its own, then combine those that helped, best first, keeping each
+    only if it lowers the deployed drop further (a greedy walk alone is myopic: 7-bit weights can help a little
+    and then hide that one layer in FP32 helps a lot). Stops as soon as the budget is met; `out` always holds
+    the best model so far. Returns its evaluation, the nodes it keeps in FP32, and whether it has 7-bit weights."""
     ops = set(op_types_to_quantize())
-    quantizable = {n.name: n.op_type for n in target.graph.node if n.op_type in ops and n.name}
-    ranking = sensitivity(first.layers, quantizable)
-    best, best_excluded, excluded = first, list[str](), list[str]()
+    quantizable = {n.name: n.op_type for n in prepared.graph.node if n.op_type in ops and n.name}
+    found = candidates(prepared, view.layers, quantizable, fused_gap=first.drop - view.drop)
+    found = found[: options.max_fallback_layers]
+    best: dict[str, Any] = {"result": first, "excluded": [], "reduce_range": False}
     with tempfile.TemporaryDirectory(prefix="skewgate-calibrate-") as tmp:
-        for node in ranking[: options.max_fallback_layers]:
-            excluded = [*excluded, node]
-            trial_path = quantize(target, ranges, Path(tmp) / "trial.onnx", exclude=excluded,
-                                  per_channel=options.per_channel)
-            result = evaluate(target, load_onnx(trial_path), feeds, truth, batch_size=options.batch_size)
-            trials.append(_trial(len(trials), excluded, result))
-            log.info("trial %d: %s in FP32 → drop %.4f", len(trials) - 1, ", ".join(excluded), result.drop)
-            if result.drop < best.drop:
-                best, best_excluded = result, excluded
-                shutil.copyfile(trial_path, out)
-            if _within(result.drop, options):
-                break
-    return best, best_excluded
+
+        def attempt(excluded: list[str], reduce_range: bool, tried: str) -> float:
+            path = quantize(prepared, ranges, Path(tmp) / "trial.onnx", exclude=excluded,
+                            per_channel=options.per_channel, reduce_range=reduce_range, prepared=True)
+            result = judge(ref, path, feeds, batch_size=options.batch_size)
+            helped = result.drop < best["result"].drop
+            trials.append(_trial(len(trials), excluded, result, tried=tried, kept=helped, reduce_range=reduce_range))
+            log.info("trial %d: %s → drop %.4f", len(trials) - 1, tried, result.drop)
+            if helped:
+                best.update(result=result, excluded=excluded, reduce_range=reduce_range)
+                shutil.copyfile(path, out)
+            return result.drop
+
+        probes = {}
+        for candidate in found:
+            probes[candidate] = attempt(list(candidate.nodes), candidate.reduce_range,
+                                        f"{candidate.label} ({candidate.why})")
+            if _within(best["result"].drop, options):
+                return best["result"], best["excluded"], best["reduce_range"]
+        helpful = sorted((c for c in found if probes[c] < first.drop), key=lambda c: probes[c])
+        if helpful:
+            excluded, reduce_range, drop = list(helpful[0].nodes), helpful[0].reduce_range, probes[helpful[0]]
+            for candidate in helpful[1:]:
+                more = [*excluded, *candidate.nodes], reduce_range or candidate.reduce_range
+                tried = f"{candidate.label} on top of {helpful[0].label}" + (" and more" if excluded != list(
+                    helpful[0].nodes) or reduce_range != helpful[0].reduce_range else "")
+                now = attempt(*more, tried)
+                if now < drop:
+                    (excluded, reduce_range), drop = more, now
+                if _within(best["result"].drop, options):
+                    break
+    return best["result"], best["excluded"], best["reduce_range"]
 
 
 def _within(drop: float, options: CalibrateOptions) -> bool:
     return drop <= options.max_accuracy_drop + 1e-9  # 2 of 200 samples is a drop of 0.01, not 0.010000000000000009
 
 
-def _trial(index: int, excluded: list[str], result: Evaluation) -> dict[str, Any]:
-    return {"trial": index, "excluded": list(excluded), "drop": result.drop, "accuracy_fp32": result.accuracy_fp32,
-            "accuracy_int8": result.accuracy_int8, "top1_agreement": result.logits.get("top1_agreement")}
+def _trial(index: int, excluded: list[str], result: Evaluation, *, tried: str, kept: bool,
+           reduce_range: bool = False) -> dict[str, Any]:
+    return {"trial": index, "tried": tried, "excluded": list(excluded), "reduce_range": reduce_range, "kept": kept,
+            "drop": result.drop,
+            "accuracy_fp32": result.accuracy_fp32, "accuracy_int8": result.accuracy_int8,
+            "top1_agreement": result.logits.get("top1_agreement"),
+            "kl_divergence": result.logits.get("kl_divergence")}
 
 
 def _tensor_rows(found: Calibration, uncovered: dict[str, float], options: CalibrateOptions) -> list[dict[str, Any]]:
@@ -267,14 +313,28 @@ def _abs_quantile(hist: collect.Histogram, q: float) -> float:
 
 
 def _checks(final: Evaluation, excluded: list[str], tensors: list[dict[str, Any]], trials: list[dict[str, Any]],
-            options: CalibrateOptions) -> list[Check]:
+            int8_coverage: dict[str, Any], options: CalibrateOptions, *, seven_bit: bool) -> list[Check]:
     measure = "accuracy drop" if final.accuracy_fp32 is not None else "top-1 disagreement with FP32"
     kept = f"; kept in FP32: {', '.join(excluded)}" if excluded else ""
-    detail = f"{measure} {final.drop:.4f} after {len(trials)} trial(s){kept}"
+    kept += "; 7-bit weights (reduce_range)" if seven_bit else ""
+    detail = f"{measure} {final.drop:.4f} of the written file as deployed, after {len(trials)} trial(s){kept}"
     if final.accuracy_fp32 is not None:
         detail += f" (FP32 {final.accuracy_fp32:.4f}, INT8 {final.accuracy_int8:.4f})"
-    checks = [Check("accuracy_drop", passed=_within(final.drop, options), value=final.drop,
-                    limit=options.max_accuracy_drop, detail=detail)]
+    if "kl_divergence" in final.logits:
+        detail += f"; top-1 agreement {final.logits['top1_agreement']:.4f}, KL {final.logits['kl_divergence']:.4g}"
+    within = _within(final.drop, options)
+    if not within and len(trials) > 1:
+        detail += "; tried: " + "; ".join(f"{t['tried']} → {t['drop']:.4f}" for t in trials[1:])
+    elif not within:
+        detail += "; nothing tried in FP32 (no candidate, or --max-fallback-layers 0)"
+    if not final.logits and final.accuracy_fp32 is None:  # nothing to count top-1 on: not a pass by default
+        within, detail = False, (f"no output has a class axis last (outputs: {', '.join(final.outputs)}); top-1 "
+                                 "cannot be judged")
+    checks = [Check("accuracy_drop", passed=within, value=final.drop, limit=options.max_accuracy_drop,
+                    detail=detail)]
+    checks.append(Check("int8_coverage", passed=int8_coverage["mac_share"] >= options.min_int8_mac_share,
+                        severity="warn", value=int8_coverage["mac_share"], limit=options.min_int8_mac_share,
+                        detail=describe(int8_coverage) + f" (limit {options.min_int8_mac_share:.0%})"))
     flagged = [t for t in tensors if t["outlier"]]
     checks.append(Check("outliers", passed=True, value=len(flagged), detail=(
         "outlier tensors (handled: set-aside samples never set a range): "

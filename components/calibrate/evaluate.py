@@ -1,12 +1,20 @@
-"""FP32 vs INT8 on the eval set: accuracy, top-1 agreement and logit statistics (as parity-diff reports them),
-per-layer SQNR across the Q/DQ nodes, how far each eval activation falls outside the calibrated range, and the
-layers ranked by the error they introduce."""
+"""FP32 vs INT8 on the eval set, in two views that never mix.
+
+The verdict's view (`reference`, `judge`): final outputs of model *files*, each in a default ONNX Runtime session
+(full graph optimisation, nothing exposed) — the graph that ships, where ORT fuses Q/DQ pairs into QLinearConv,
+QGemm, QLinearMatMul, QLinearSoftmax and friends. Accuracy, top-1 agreement and KL come from here only.
+
+The diagnostic view (`layerwise`): the same models with intermediates exposed as outputs, which stops those
+fusions — so its numbers are not the deployed model's. It gives per-layer SQNR across the Q/DQ nodes, how far each
+eval activation falls outside the calibrated range, and the output drop of that unfused graph (set beside the
+deployed one, the gap is the share of the damage that the fused kernels add)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -14,67 +22,184 @@ import numpy as np
 from skewgate.calibrate.collect import batches
 from skewgate.calibrate.quantize import WEIGHTED_OPS
 from skewgate.common.compare import Tolerance
+from skewgate.common.errors import InputError
+from skewgate.common.io import sha256_file
 from skewgate.common.runtime import run_by_name, session
 from skewgate.parity.core import quantized_counterparts
-from skewgate.parity.errors import RunningError, logit_agreement
+from skewgate.parity.errors import RunningError
 from skewgate.parity.layers import onnx_values, with_intermediates
 
 if TYPE_CHECKING:
     import onnx
 
 
+@dataclass(frozen=True)
+class Reference:
+    """FP32 outputs over the eval set, computed once: every trial is judged against these."""
+
+    names: list[str]
+    outputs: list[np.ndarray]
+    probabilities: frozenset[str]  # outputs a Softmax produces: compared as probabilities, not logits
+    labels: np.ndarray | None
+    labelled: str | None  # the output the labels score: the first classifier output
+
+    @property
+    def classifiers(self) -> list[str]:
+        """Outputs with a class axis last (rank ≥ 2, more than one class): top-1 agreement applies."""
+        return [n for n, o in zip(self.names, self.outputs, strict=True) if o.ndim >= 2 and o.shape[-1] > 1]
+
+
 @dataclass
 class Evaluation:
-    drop: float  # accuracy drop with labels, else top-1 disagreement
+    drop: float  # accuracy drop with labels, else the worst top-1 disagreement over the classifier outputs
     accuracy_fp32: float | None
     accuracy_int8: float | None
-    logits: dict[str, float]
-    layers: list[dict[str, Any]] = field(default_factory=list)  # value, node, op, sqnr_db, introduced_db
-    uncovered: dict[str, float] = field(default_factory=dict)  # tensor → fraction of eval values out of range
+    logits: dict[str, float]  # the first classifier output's agreement figures (top1_agreement, kl_divergence, …)
+    outputs: dict[str, dict[str, float | None]] = field(default_factory=dict)  # per output: agreement, SQNR
+    sha256: str = ""  # of the judged file
 
 
-def evaluate(fp32: onnx.ModelProto, int8: onnx.ModelProto, data: Mapping[str, np.ndarray],
-             labels: np.ndarray | None, *, batch_size: int, ranges: Mapping[str, tuple[float, float]] | None = None,
-             layerwise: bool = False) -> Evaluation:
-    """Outputs always; with `layerwise`, per-layer SQNR and (given `ranges`) coverage of the calibrated ranges."""
-    output = fp32.graph.output[0].name
+@dataclass
+class Layerwise:
+    """The diagnostic view (see the module docstring)."""
+
+    layers: list[dict[str, Any]]  # value, node, op, module, sqnr_db, introduced_db, nodes
+    uncovered: dict[str, float]  # tensor → fraction of eval values outside its calibrated range
+    drop: float  # the output drop of the exposed, unfused INT8 graph (not the deployed model's)
+
+
+def deployed_session(path: str | Path) -> Any:
+    """The session a server would build from the file: default options (ORT_ENABLE_ALL), CPU."""
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
+def platform() -> dict[str, Any]:
+    """Where the deployed figures were measured: ORT's integer kernels differ by CPU (without VNNI, u8×s8 pairs
+    are summed in int16 and can saturate), so an INT8 verdict holds for this kind of machine."""
+    import onnxruntime as ort
+
+    try:
+        flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    return {"onnxruntime": ort.__version__, "provider": "CPUExecutionProvider",
+            "vnni": any(f in ("avx512_vnni", "avx_vnni", "amx_int8") for f in flags) if flags else None}
+
+
+def deployed_outputs(path: str | Path, data: Mapping[str, np.ndarray], *, batch_size: int,
+                     stage: str) -> tuple[list[str], list[np.ndarray]]:
+    """Every graph output of the model file over `data`, in batches."""
+    run = deployed_session(path)
+    names = [o.name for o in run.get_outputs()]
+    parts: list[list[np.ndarray]] = [[] for _ in names]
+    for _start, feeds in batches(data, batch_size, stage=stage):
+        for part, value in zip(parts, run.run(None, feeds), strict=True):
+            part.append(value)
+    return names, [np.concatenate(p) for p in parts]
+
+
+def reference(fp32_path: str | Path, fp32: onnx.ModelProto, data: Mapping[str, np.ndarray],
+              labels: np.ndarray | None, *, batch_size: int, source: str | Path) -> Reference:
+    """The FP32 model's outputs as deployed. `source` names the labels' file in errors."""
+    names, outputs = deployed_outputs(fp32_path, data, batch_size=batch_size, stage="FP32 reference outputs")
+    producers = {o: n.op_type for n in fp32.graph.node for o in n.output}
+    ref = Reference(names, outputs, frozenset(n for n in names if producers.get(n) == "Softmax"), labels, None)
+    if labels is None:
+        return ref
+    if not ref.classifiers:
+        raise InputError(source, field="labels", expected="a model output with a class axis last to score them on",
+                         found=f"outputs of shapes {[list(o.shape) for o in outputs]}")
+    return Reference(names, outputs, ref.probabilities, labels, ref.classifiers[0])
+
+
+def judge(ref: Reference, int8_path: str | Path, data: Mapping[str, np.ndarray], *, batch_size: int) -> Evaluation:
+    """The verdict's figures for the INT8 model file `int8_path`, as deployed."""
+    names, outputs = deployed_outputs(int8_path, data, batch_size=batch_size, stage="INT8 as deployed")
+    if names != ref.names:
+        raise RuntimeError(f"{int8_path}: outputs {names} differ from the FP32 model's {ref.names}")
+    return compare(ref, dict(zip(names, outputs, strict=True)), sha256=sha256_file(int8_path))
+
+
+def compare(ref: Reference, candidate: Mapping[str, np.ndarray], *, sha256: str = "") -> Evaluation:
+    per_output: dict[str, dict[str, float | None]] = {}
+    for name, expected in zip(ref.names, ref.outputs, strict=True):
+        actual = candidate[name]
+        figures: dict[str, float | None] = {"sqnr_db": _sqnr_db(actual, expected)}
+        if name in ref.classifiers:
+            figures.update(agreement(expected, actual, probabilities=name in ref.probabilities))
+        per_output[name] = figures
+    classifiers = ref.classifiers
+    logits = {k: v for k, v in per_output[classifiers[0]].items() if k != "sqnr_db" and v is not None} \
+        if classifiers else {}
+    acc_fp32 = acc_int8 = None
+    if ref.labels is not None and ref.labelled is not None:
+        index = ref.names.index(ref.labelled)
+        acc_fp32 = float(np.mean(ref.outputs[index].argmax(-1) == ref.labels))
+        acc_int8 = float(np.mean(candidate[ref.labelled].argmax(-1) == ref.labels))
+        drop = acc_fp32 - acc_int8
+    else:
+        drop = max((1.0 - float(per_output[n]["top1_agreement"] or 0.0) for n in classifiers), default=0.0)
+    return Evaluation(drop, acc_fp32, acc_int8, logits, per_output, sha256)
+
+
+def agreement(reference: np.ndarray, candidate: np.ndarray, *, probabilities: bool) -> dict[str, float]:
+    """Top-1 agreement and KL(p_ref ‖ p_int8); softmax is applied first unless the outputs are probabilities
+    already (a Softmax head: a second softmax would flatten them and hide the damage)."""
+    ref, cand = reference.astype(np.float64), candidate.astype(np.float64)
+    if probabilities:
+        p, q = np.clip(ref, 0.0, None), np.clip(cand, 0.0, None)
+        p, q = p / np.maximum(p.sum(-1, keepdims=True), 1e-300), q / np.maximum(q.sum(-1, keepdims=True), 1e-300)
+    else:
+        p, q = _softmax(ref), _softmax(cand)
+    eps = 1e-12
+    return {"top1_agreement": float(np.mean(reference.argmax(-1) == candidate.argmax(-1))),
+            "kl_divergence": float(np.mean(np.sum(p * (np.log(p + eps) - np.log(q + eps)), axis=-1)))}
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _sqnr_db(actual: np.ndarray, expected: np.ndarray) -> float | None:
+    noise = float(np.sum((actual.astype(np.float64) - expected) ** 2))
+    if noise == 0:
+        return None  # identical
+    return 10 * math.log10(max(float(np.sum(expected.astype(np.float64) ** 2)), 1e-300) / noise)
+
+
+def layerwise(fp32: onnx.ModelProto, int8: onnx.ModelProto, data: Mapping[str, np.ndarray], ref: Reference, *,
+              batch_size: int, ranges: Mapping[str, tuple[float, float]] | None = None) -> Layerwise:
+    """Per-layer SQNR and (given `ranges`) coverage of the calibrated ranges, with intermediates exposed."""
     values = onnx_values(fp32)
-    pairs: dict[str, str] = {}  # INT8 value → FP32 value
-    if layerwise:
-        # node outputs, and the graph inputs too: their own quantisation error
-        pairs = quantized_counterparts([*data, *values], onnx_values(int8))
-    fp32_names = sorted({*pairs.values(), *(ranges or {})} - set(data)) if layerwise else []
-    fp32_session = session(with_intermediates(fp32, fp32_names) if layerwise else fp32, arena=not layerwise)
-    int8_session = session(with_intermediates(int8, [p for p in pairs if p not in data]) if layerwise else int8,
-                           arena=not layerwise)
+    # node outputs, and the graph inputs too: their own quantisation error
+    pairs = quantized_counterparts([*data, *values], onnx_values(int8))  # INT8 value → FP32 value
+    fp32_names = sorted({*pairs.values(), *(ranges or {})} - set(data))
+    fp32_session = session(with_intermediates(fp32, fp32_names), arena=False)
+    int8_session = session(with_intermediates(int8, [p for p in pairs if p not in data]), arena=False)
     errors: dict[str, RunningError] = {}
     outside: dict[str, list[int]] = {}  # tensor → [out of range, total]
     rng = np.random.default_rng(0)
-    reference, candidate = [], []
-    for _start, feeds in batches(data, batch_size, stage="evaluation FP32 vs INT8"):
+    exposed: dict[str, list[np.ndarray]] = {n: [] for n in ref.names}
+    for _start, feeds in batches(data, batch_size, stage="layerwise FP32 vs INT8 (diagnostic)"):
         a, b = {**feeds, **run_by_name(fp32_session, feeds)}, {**feeds, **run_by_name(int8_session, feeds)}
-        reference.append(a[output])
-        candidate.append(b[output])
+        for name in ref.names:
+            exposed[name].append(b[name])
         for int8_name, name in pairs.items():
             if int8_name in b and name in a:
                 errors.setdefault(name, RunningError(Tolerance(0.0, 0.0))).update(b[int8_name], a[name], rng)
-        for name, (low, high) in (ranges or {}).items() if layerwise else ():
+        for name, (low, high) in (ranges or {}).items():
             if name in a:
                 counts = outside.setdefault(name, [0, 0])
                 counts[0] += int(((a[name] < low) | (a[name] > high)).sum())
                 counts[1] += a[name].size
         del a, b
-    ref, cand = np.concatenate(reference), np.concatenate(candidate)
-    logits = logit_agreement(ref, cand) if ref.ndim >= 2 and ref.shape[-1] > 1 else {}
-    acc_fp32 = acc_int8 = None
-    if labels is not None:
-        acc_fp32 = float(np.mean(ref.argmax(-1) == labels))
-        acc_int8 = float(np.mean(cand.argmax(-1) == labels))
-        drop = acc_fp32 - acc_int8
-    else:
-        drop = 1.0 - logits.get("top1_agreement", 1.0)
-    return Evaluation(drop, acc_fp32, acc_int8, logits, _layer_rows(values, errors, data),
-                      {k: v[0] / max(v[1], 1) for k, v in outside.items()})
+    unfused = compare(ref, {n: np.concatenate(v) for n, v in exposed.items()})
+    return Layerwise(_layer_rows(values, errors, data), {k: v[0] / max(v[1], 1) for k, v in outside.items()},
+                     unfused.drop)
 
 
 def _layer_rows(values: Mapping[str, Any], errors: Mapping[str, RunningError],

@@ -54,19 +54,33 @@ def tensors_to_calibrate(model: onnx.ModelProto) -> list[str]:
     return [n for n in names if n not in shared]
 
 
+def prepare(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model as ORT's quantiser wants it (shapes inferred, saved and reloaded): once, not once per trial."""
+    from onnxruntime.quantization.quant_utils import save_and_reload_model_with_shape_infer
+
+    return save_and_reload_model_with_shape_infer(model)
+
+
 def quantize(model: onnx.ModelProto, ranges: Mapping[str, tuple[float, float]], out: str | Path, *,
-             exclude: Collection[str] = (), per_channel: bool = True) -> Path:
-    """Write the QDQ INT8 model (INT8 activations and weights, per-channel weights by default)."""
+             exclude: Collection[str] = (), per_channel: bool = True, reduce_range: bool = False,
+             prepared: bool = False) -> Path:
+    """Write the QDQ INT8 model (INT8 activations and weights, per-channel weights by default). `prepared`:
+    `model` comes from `prepare` (it is copied: the quantiser edits its model in place)."""
+    import onnx
     from onnxruntime.quantization import QuantType
     from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
     from onnxruntime.quantization.qdq_quantizer import QDQQuantizer
-    from onnxruntime.quantization.quant_utils import save_and_reload_model_with_shape_infer
 
     shared = {pre: ranges[post] for pre, post in relu_inputs(model).items() if post in ranges}
     data = TensorsData(CalibrationMethod.MinMax, {
         name: TensorData(lowest=np.float32(low), highest=np.float32(high))
         for name, (low, high) in {**ranges, **shared}.items()})
-    quantizer = QDQQuantizer(save_and_reload_model_with_shape_infer(model), per_channel, False, QuantType.QInt8,
+    if prepared:
+        source = onnx.ModelProto()
+        source.CopyFrom(model)
+    else:
+        source = prepare(model)
+    quantizer = QDQQuantizer(source, per_channel, reduce_range, QuantType.QInt8,
                              QuantType.QInt8, data, [], list(exclude), op_types_to_quantize(), {})
     previous = logging.getLogger().level
     logging.getLogger().setLevel(logging.ERROR)  # ORT logs a pre-processing hint on the root logger

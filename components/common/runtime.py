@@ -11,15 +11,19 @@ if TYPE_CHECKING:
     import onnx
 
 
-def session(model: onnx.ModelProto, *, arena: bool = True) -> Any:
-    """An `onnxruntime.InferenceSession` on the CPU. `arena=False` for a graph that outputs its intermediates:
-    each is a fresh allocation per run, and ORT's arena would keep the peak of those for the session's life."""
+def session(model: onnx.ModelProto, *, arena: bool = True, cuda: bool = False) -> Any:
+    """An `onnxruntime.InferenceSession` on the CPU (`cuda`: on the CUDA provider, CPU for what it lacks).
+    `arena=False` for a graph that outputs its intermediates: each is a fresh allocation per run, and ORT's arena
+    would keep the peak of those for the session's life."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.enable_cpu_mem_arena = arena
     options.log_severity_level = 3  # errors only: exposed intermediates make ORT warn about every one
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
+    if cuda and "CUDAExecutionProvider" not in ort.get_available_providers():
+        raise RuntimeError("the CUDA execution provider is not available (onnxruntime-gpu and a GPU are needed)")
+    return ort.InferenceSession(model.SerializeToString(), options, providers=providers)
 
 
 def run_by_name(session: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

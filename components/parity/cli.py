@@ -1,4 +1,5 @@
-"""`skewgate parity --torch M.pt2 --onnx model.onnx [--int8 …] [--triton-url URL --triton-model NAME]
+"""`skewgate parity --torch M.pt2 --onnx model.onnx [--int8 …] [--fp16 [FP16.onnx] [--fp16-out F.onnx]]
+[--triton-url URL --triton-model NAME]
 --inputs X.npz [--layerwise] --report parity.json [--plot layers.png] [--html parity.html]`, and
 `skewgate parity preprocess --train module:fn --serve module:fn --raw RAW.npz`."""
 
@@ -19,6 +20,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--torch", required=True, help=".pt2 ExportedProgram (or an MLflow pytorch URI)")
     parser.add_argument("--onnx", required=True, type=Path, help="the FP32 ONNX model")
     parser.add_argument("--int8", type=Path, help="an INT8 (QDQ) ONNX model to judge against the FP32 one")
+    parser.add_argument("--fp16", nargs="?", const=True, default=False, metavar="FP16_ONNX",
+                        help="judge an FP16 model value by value against the FP32 one: the given file, or (no "
+                             "path) the FP32 model converted by onnxconverter-common with FP32 inputs/outputs")
+    parser.add_argument("--fp16-out", type=Path,
+                        help="write the FP16 model with the proposed nodes kept in FP32 here (once it passes)")
+    parser.add_argument("--fp16-cuda", action="store_true",
+                        help="run the FP16 comparison on ONNX Runtime's CUDA provider (needs onnxruntime-gpu)")
     parser.add_argument("--triton-url", help="host:port of a Triton server serving the model")
     parser.add_argument("--triton-model", help="model name on that server")
     parser.add_argument("--triton-protocol", choices=["http", "grpc"], default="http")
@@ -44,8 +52,10 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         from skewgate.parity.pipeline_support import publish
 
         options = ParityOptions(layerwise=args.layerwise, batch_size=args.batch_size, max_samples=args.max_samples,
-                                triton_protocol=args.triton_protocol)
+                                triton_protocol=args.triton_protocol, fp16_cuda=args.fp16_cuda)
         result = parity(torch_model=args.torch, onnx=args.onnx, inputs=args.inputs, int8=args.int8,
+                        fp16=args.fp16 if args.fp16 is True or args.fp16 is False else Path(args.fp16),
+                        fp16_out=args.fp16_out,
                         triton_url=args.triton_url, triton_model=args.triton_model, options=options)
         publish(result, run if isinstance(run, StepRun) else None, plot=args.plot, html=args.html,
                 plot_name=args.plot.name if args.plot else "", html_name=args.html.name if args.html else "")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,8 @@ from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_fil
 from skewgate.common.runtime import run_by_name, session
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.parity.errors import RunningError, logit_agreement
-from skewgate.parity.layers import OnnxValue, TorchRecorder, onnx_values, torch_counterparts, with_intermediates
+from skewgate.parity.layers import OnnxValue, TorchRecorder, onnx_values, with_intermediates
+from skewgate.parity.matching import Matching, match
 from skewgate.probe.client import Protocol
 
 log = logging.getLogger(__name__)
@@ -35,7 +37,7 @@ STEP = "parity"
 FP32, INT8, TRITON = "torch_vs_fp32", "fp32_vs_int8", "fp32_vs_triton"
 # Intermediates are judged looser than final outputs: rounding differences accumulate layer by layer.
 LAYER_TOLERANCE = Tolerance(rtol=1e-4, atol=1e-4)
-ISOLATED_SAMPLES = 4  # samples of the first batch kept to re-run the suspect node alone
+ISOLATED_SAMPLES = 4  # samples, cut along the batch axis, on which the suspect op is re-run alone
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class ParityOptions:
     max_kl_divergence: float = 0.05
     triton_protocol: Protocol = "http"
     seed: int = 0
+    fp16_cuda: bool = False  # run the FP16 comparison on ONNX Runtime's CUDA provider
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,10 @@ class ParityResult:
 
 
 def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int8: str | Path | None = None,
-           triton_url: str | None = None, triton_model: str | None = None,
-           options: ParityOptions = ParityOptions()) -> ParityResult:
+           triton_url: str | None = None, triton_model: str | None = None, fp16: str | Path | bool = False,
+           fp16_out: str | Path | None = None, options: ParityOptions = ParityOptions()) -> ParityResult:
+    """`fp16`: True to convert the FP32 model to FP16 and judge that, or the path of a given FP16 model;
+    `fp16_out`: where to write the FP16 model with the proposed nodes kept in FP32, once it is checked to pass."""
     from skewgate.export.core import load_program
 
     started = time.perf_counter()
@@ -79,11 +84,14 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         raise InputError(onnx, field="outputs", expected=f"{len(program.graph_signature.user_outputs)} outputs "
                          "like the PyTorch program", found=f"{len(outputs)}")
 
+    loaded = time.perf_counter()
     values = onnx_values(fp32_model)
     recorder = TorchRecorder(program) if options.layerwise else None
-    counterparts = torch_counterparts(values, recorder) if recorder is not None else {}
+    matching = match(fp32_model, program, recorder.recorded) if recorder is not None else Matching()
+    counterparts = matching.pairs
     if recorder is not None:
         recorder.record(set(counterparts.values()))
+    matched = time.perf_counter()
     # Final outputs come from the model as deployed. Intermediates come from a copy that also outputs them: ORT
     # cannot optimise an exposed value away, so that copy may compute differently (e.g. a Dropout node left in
     # training mode, which ORT drops from the deployed graph, runs in it) — a finding, not noise, but never
@@ -108,7 +116,6 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     finals: dict[str, dict[str, RunningError]] = {FP32: {n: RunningError(tols[n]) for n in outputs}}
     layers: dict[str, dict[str, RunningError]] = {FP32: {}, INT8: {}}
     kept: dict[str, list[np.ndarray]] = {"fp32": [], "int8": []}  # final outputs (small) for logit metrics
-    first_batch: dict[str, dict[str, np.ndarray]] = {}
     n = len(next(iter(feeds.values())))
     streaming = time.perf_counter()
     log.info("comparing %d samples in batches of %d%s", n, options.batch_size, " layer by layer" * options.layerwise)
@@ -125,15 +132,9 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         for name, node in counterparts.items():
             if name in outputs or name not in fp32_inner or node not in recorded:
                 continue
-            if fp32_inner[name].shape != recorded[node].shape:  # a module-level pair that does not line up
-                continue
+            # a pair whose shapes differ is recorded as such (RunningError.shape_mismatch), never dropped
             layers[FP32].setdefault(name, RunningError(options.layer_tolerance)).update(
                 fp32_inner[name], recorded[node], rng)
-        if not first_batch:  # a few samples of PyTorch's values under their ONNX names, for the isolated run
-            # (copies of a slice: holding the whole batch's intermediates would double the peak memory)
-            first_batch = {"torch": {v: recorded[t][:ISOLATED_SAMPLES].copy() for v, t in counterparts.items()
-                                     if t in recorded},
-                           "fp32": {k: a[:ISOLATED_SAMPLES].copy() for k, a in fp32_inner.items()}}
         kept["fp32"].append(fp32_values[outputs[0]])
         if int8_session is not None:
             int8_values = run_by_name(int8_session, batch)
@@ -155,7 +156,9 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         # drop this batch's intermediates before the next batch allocates its own: else the peak holds two
         del recorded, fp32_inner
 
-    timing = {"setup_s": streaming - started, "streaming_s": time.perf_counter() - streaming}
+    timing = {"load_s": loaded - started, "match_s": matched - loaded, "sessions_s": streaming - matched,
+              "streaming_s": time.perf_counter() - streaming}
+    checking = time.perf_counter()
     checks = [Check(f"outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
                     detail=f"ORT FP32 vs torch: {_describe(err)}") for name, err in finals[FP32].items()]
     probe_feeds = {k: v[:16] for k, v in feeds.items()}
@@ -163,7 +166,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     def run_fp32(b: dict[str, np.ndarray]) -> list[np.ndarray]:
         return [np.asarray(a) for a in fp32.run(outputs, b)]
 
-    dynamic = all(s.shape and s.shape[0] is None for s in specs)
+    dynamic = all(batch_axis(s) is not None for s in specs)
     checks.append(batch_invariance("onnxruntime", run_fp32, probe_feeds, outputs, tols, dynamic=dynamic))
     details: dict[str, Any] = {
         "pairs": [p for p in (FP32, INT8 if int8 else None, TRITON if triton else None) if p],
@@ -173,26 +176,42 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     rows: dict[str, list[dict[str, Any]]] = {}
     if options.layerwise:
         assert recorder is not None
-        matched_nodes = {counterparts[name] for name in layers[FP32]}
-        removed = [n for n in recorder.order if n not in matched_nodes and n in recorder.modules]
+        assert fp32_layers is not None
+
+        def isolate(name: str) -> str:
+            small = {s.name: _take(feeds[s.name], batch_axis(s), ISOLATED_SAMPLES) for s in specs}
+            return _isolated(name, matching, recorder.run(small)[1], run_by_name(fp32_layers, small), fp32_model,
+                             options.layer_tolerance, min(ISOLATED_SAMPLES, n))
+
         rows[FP32], fp32_checks, details["torch_vs_fp32"] = _layer_report(
-            FP32, layers[FP32], values, outputs, lambda e: not e.ok, removed, first_batch, fp32_model, options)
+            FP32, layers[FP32], values, outputs, lambda e: not e.ok, matching, isolate, options)
         for row in rows[FP32]:
             row["torch_node"] = counterparts[row["value"]]
+            row["matched_by"] = matching.how[row["value"]]
         checks += fp32_checks
     if int8_model is not None:
         checks += _int8_checks(finals[INT8], kept, options, details)
         if options.layerwise:
             rows[INT8], int8_checks, details["fp32_vs_int8"] = _layer_report(
                 INT8, layers[INT8], values, outputs, lambda e: e.sqnr_db < options.min_layer_sqnr_db, None, None,
-                None, options)
+                options)
             checks += int8_checks
+    if fp16 is not False:
+        from skewgate.parity.fp16 import PAIR, Fp16Options, fp16_checks
+
+        given = None if fp16 is True else fp16
+        fp16_options = Fp16Options(batch_size=options.batch_size, cuda=options.fp16_cuda)
+        fp16_list, details[PAIR], rows[PAIR] = fp16_checks(fp32_model, given, feeds, fp16_options,
+                                                           write_fixed=fp16_out)
+        checks += fp16_list
+        details["pairs"].append(PAIR)
     if triton is not None:
         checks += [Check(f"triton.outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
                          detail=f"Triton vs ORT FP32: {_describe(err)}") for name, err in finals[TRITON].items()]
         checks.append(batch_invariance("triton", triton, probe_feeds, outputs, tols, dynamic=dynamic))
     else:
         details["triton"] = "not compared: no Triton URL given"
+    timing["checks_s"] = time.perf_counter() - checking  # batch invariance, layer report, isolated re-run, FP16
     subject = Subject(artifact=str(onnx), sha256=sha256_file(onnx), data={"inputs": sha256_file(inputs)},
                       source=str(torch_model))
     return ParityResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), rows)
@@ -269,18 +288,27 @@ def _int8_checks(finals: dict[str, RunningError], kept: dict[str, list[np.ndarra
 
 
 def _layer_report(pair: str, errors: dict[str, RunningError], values: dict[str, OnnxValue], outputs: list[str],
-                  bad: Callable[[RunningError], bool], unmatched_torch: list[str] | None,
-                  first_batch: dict[str, dict[str, np.ndarray]] | None, model: Any,
+                  bad: Callable[[RunningError], bool], matching: Matching | None,
+                  isolate: Callable[[str], str] | None,
                   options: ParityOptions) -> tuple[list[dict[str, Any]], list[Check], dict[str, Any]]:
     matched = sorted((name for name in errors if name in values), key=lambda v: values[v].depth)
     rows = [{"value": name, "node": values[name].node, "op": values[name].op_type, "module": values[name].module,
              "depth": values[name].depth, **errors[name].summary(), "diverged": bad(errors[name])}
             for name in matched]
     coverage: dict[str, Any] = {"matched": len(matched)}
-    intermediates = [v for v in values if v not in outputs]
-    coverage["unmatched_onnx_values"] = sorted(set(intermediates) - set(matched))[:100]
-    if unmatched_torch is not None:  # PyTorch values with no ONNX twin: fused, folded or renamed away
-        coverage["removed_by_optimisation"] = unmatched_torch[:100]
+    if matching is not None:  # every ONNX value: paired and observed, or why not
+        unmatched = {v: why for v, why in matching.unmatched.items() if v not in outputs}
+        unmatched.update({v: f"not observed: paired with {node!r} but ORT cannot expose it (no inferred type)"
+                          for v, node in matching.pairs.items() if v not in errors and v not in outputs})
+        coverage["matched_by"] = dict(Counter(matching.how[v] for v in matched))
+        coverage["unmatched_onnx_values"] = dict(sorted(unmatched.items()))
+        coverage["unmatched_by_reason"] = dict(Counter(why.split(":")[0] for why in unmatched.values()))
+        # PyTorch values with no ONNX twin: folded (a Conv into its BatchNorm), fused, or aliases the exporter drops
+        coverage["removed_by_optimisation"] = list(matching.removed)
+        coverage["removed_ops"] = dict(Counter(matching.removed.values()))
+    else:
+        coverage["unmatched_onnx_values"] = sorted(set(values) - set(outputs) - set(matched))
+    coverage["shape_mismatches"] = {v: errors[v].shape_mismatch for v in matched if errors[v].shape_mismatch}
     first = first_divergence(values, errors, bad)
     info: dict[str, Any] = {"coverage": coverage, "first_divergence": None}
     label = "torch vs ORT FP32" if pair == FP32 else "ORT FP32 vs INT8"
@@ -298,8 +326,8 @@ def _layer_report(pair: str, errors: dict[str, RunningError], values: dict[str, 
                                 **errors[first].summary()}
     text = (f"{label}: first divergence at {first!r} (node {where.node}, op {where.op_type}, module {where.module}); "
             f"{_describe(errors[first]) if pair == FP32 else f'SQNR {errors[first].sqnr_db:.1f} dB'}")
-    if first_batch is not None and model is not None:
-        isolated = _isolated(first, values, first_batch, model, options.layer_tolerance)
+    if isolate is not None:
+        isolated = isolate(first)
         info["first_divergence"]["isolated"] = isolated
         text += f"; {isolated}"
     checks.append(Check(f"layers.{pair}", passed=False, value=diverged, limit=0, detail=text))
@@ -330,43 +358,61 @@ def first_divergence(values: dict[str, OnnxValue], errors: Mapping[str, RunningE
     return offenders[0] if offenders else None
 
 
-def _isolated(name: str, values: dict[str, OnnxValue], first_batch: dict[str, dict[str, np.ndarray]], model: Any,
-              tolerance: Tolerance) -> str:
-    """Run the suspect node alone on PyTorch's values of its inputs: error it introduces vs error it inherits."""
+def batch_axis(spec: Any) -> int | None:
+    """The axis of a graph input that the model leaves dynamic: its batch axis (None: all static)."""
+    return next((axis for axis, size in enumerate(spec.shape or ()) if size is None), None)
+
+
+def _take(array: np.ndarray, axis: int | None, count: int) -> np.ndarray:
+    return np.ascontiguousarray(np.take(array, range(min(count, array.shape[axis])), axis=axis)) \
+        if axis is not None else array
+
+
+def _isolated(name: str, matching: Matching, torch_values: dict[str, np.ndarray], fp32_values: dict[str, np.ndarray],
+              model: Any, tolerance: Tolerance, samples: int) -> str:
+    """Re-run the op that makes `name` alone, on PyTorch's values of its inputs (ORT's own for values PyTorch
+    has no twin of, such as shape arithmetic), all from the same few samples cut along the batch axis: error the
+    op introduces vs error it inherits."""
     from onnx import helper
 
-    node = next(n for n in model.graph.node if name in n.output)
+    nodes = [model.graph.node[i] for i in matching.lowering.get(name, [])]
+    reference = torch_values.get(matching.pairs.get(name, ""))
+    if not nodes or reference is None:
+        return "isolated run not possible: the value has no recorded PyTorch twin"
+    produced_inside = {o for n in nodes for o in n.output}
     initializers = {i.name: i for i in model.graph.initializer}
-    torch_values, fp32_values = first_batch["torch"], first_batch["fp32"]
+    by_value = {v: torch_values[t] for v, t in matching.pairs.items() if t in torch_values}
     feeds, graph_inputs, used = {}, [], []
-    for input_name in node.input:
-        if not input_name:
-            continue
+    for input_name in dict.fromkeys(i for n in nodes for i in n.input if i and i not in produced_inside):
         if input_name in initializers:
             used.append(initializers[input_name])
             continue
-        value = torch_values.get(input_name, fp32_values.get(input_name))
+        value = by_value.get(input_name, fp32_values.get(input_name))
         if value is None:
-            return "isolated run not possible: an input of the node was not recorded"
+            return "isolated run not possible: an input of the op was not recorded"
         feeds[input_name] = value
         graph_inputs.append(helper.make_tensor_value_info(
             input_name, helper.np_dtype_to_tensor_dtype(value.dtype), list(value.shape)))
-    reference = torch_values[name]
-    outputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(reference.dtype),
-                                             list(reference.shape))]
-    graph = helper.make_graph([node], "isolated", graph_inputs, outputs, initializer=used)
+    outputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(reference.dtype), None)]
+    graph = helper.make_graph(nodes, "isolated", graph_inputs, outputs, initializer=used)
     single = helper.make_model(graph, opset_imports=model.opset_import, functions=model.functions)
     single.ir_version = model.ir_version
     try:
-        produced = run_by_name(session(single), feeds)
-    except Exception as err:  # a node that cannot run alone (e.g. needs a shape input): say so, do not guess
+        produced = run_by_name(session(single), feeds)[name]
+    except Exception as err:  # an op that cannot run alone: say so, do not guess
         return f"isolated run not possible: {type(err).__name__}"
-    alone = RunningError(tolerance)
-    alone.update(produced[name], torch_values[name], np.random.default_rng(0))
-    if not alone.ok:
-        return (f"isolated on PyTorch's inputs it still diverges (max |a-e| {alone.max_abs:.3g}): the error is "
-                "introduced here")
-    return f"isolated on PyTorch's inputs it matches (max |a-e| {alone.max_abs:.3g}): the error is inherited"
+    rng = np.random.default_rng(0)
+    whole, alone = RunningError(tolerance), RunningError(tolerance)
+    alone.update(produced, reference, rng)
+    if name in fp32_values:
+        whole.update(fp32_values[name], reference, rng)
+    if name in fp32_values and whole.ok:
+        return f"isolated run inconclusive: on the {samples} samples re-run, the value does not diverge"
+    if alone.ok or alone.max_abs == 0:  # a zero difference is never a divergence
+        return (f"isolated on PyTorch's inputs it matches (max |a-e| {alone.max_abs:.3g}, {samples} samples): the "
+                "error is inherited")
+    return (f"isolated on PyTorch's inputs it still diverges (max |a-e| {alone.max_abs:.3g}, {samples} samples): "
+            "the error is introduced here")
 
 
 def worst_layer(rows: list[dict[str, Any]]) -> str | None:

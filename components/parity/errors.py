@@ -32,25 +32,29 @@ class RunningError:
         if actual.shape != expected.shape:
             self.shape_mismatch = f"shape {actual.shape} vs {expected.shape}"
             return
-        # float32 arithmetic with float64 accumulation: this runs on every intermediate of every batch
+        # float32 arithmetic, in place where it can be: this runs on every intermediate of every batch
         a = np.asarray(actual, dtype=np.float32).ravel()
         e = np.asarray(expected, dtype=np.float32).ravel()
-        abs_e = np.abs(e)
-        diff = np.abs(a - e)
-        if np.isnan(diff).any():  # NaN equals NaN only where both sides have it
+        diff = np.subtract(a, e)
+        np.abs(diff, out=diff)
+        top = float(diff.max(initial=0.0))
+        if math.isnan(top):  # NaN equals NaN only where both sides have it (max propagates any NaN)
             diff = np.where(np.isnan(diff), np.where(np.isnan(a) & np.isnan(e), 0.0, np.inf), diff).astype(np.float32)
+            top = float(diff.max(initial=0.0))
         self.count += diff.size
-        self.max_abs = max(self.max_abs, float(diff.max(initial=0.0)))
-        self.sum_abs += float(diff.sum(dtype=np.float64))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            self.max_rel = max(self.max_rel, float((diff / np.maximum(abs_e, 1e-12)).max(initial=0.0)))
-            allowed = self.tolerance.atol + self.tolerance.rtol * abs_e
-            ratio = diff / allowed  # x/0 → inf (or nan for 0/0, which max ignores below)
-        self.worst_ratio = max(self.worst_ratio, float(np.nanmax(ratio, initial=0.0)))
-        self.signal += float(np.dot(e.astype(np.float64), e.astype(np.float64))) if e.size < 1 << 16 else \
-            float(np.sum(np.square(e, dtype=np.float64)))
-        finite = diff[np.isfinite(diff)] if not np.isfinite(self.max_abs) else diff
-        self.noise += float(np.sum(np.square(finite, dtype=np.float64)))
+        self.max_abs = max(self.max_abs, top)
+        self.sum_abs += float(diff.sum())
+        scratch = np.abs(e)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            rel = np.maximum(scratch, 1e-12)
+            np.divide(diff, rel, out=rel)
+            self.max_rel = max(self.max_rel, float(rel.max(initial=0.0)))
+            np.multiply(scratch, self.tolerance.rtol, out=scratch)
+            scratch += self.tolerance.atol
+            np.divide(diff, scratch, out=scratch)  # x/0 → inf, 0/0 → nan (ignored by fmax)
+            self.worst_ratio = max(self.worst_ratio, float(np.fmax.reduce(scratch, initial=0.0)))
+        self.signal += _energy(e)
+        self.noise += _energy(diff if math.isfinite(top) else diff[np.isfinite(diff)])
         room = RESERVOIR - self._kept
         if room > 0:  # a uniform sample with replacement: enough for the median and p99
             keep = diff if diff.size <= room else diff[rng.integers(0, diff.size, room)]
@@ -70,12 +74,23 @@ class RunningError:
 
     def summary(self) -> dict[str, float | str | None]:
         errors = np.concatenate(self.sample) if self.sample else np.zeros(1)
+        with np.errstate(invalid="ignore"):  # inf errors (an overflowed value): inf − inf inside the percentile
+            median, p99 = float(np.median(errors)), float(np.percentile(errors, 99))
         return {
             "max_abs": self.max_abs, "mean_abs": self.sum_abs / max(self.count, 1),
-            "median_abs": float(np.median(errors)), "p99_abs": float(np.percentile(errors, 99)),
+            "median_abs": median, "p99_abs": p99,
             "max_rel": self.max_rel, "worst_ratio": self.worst_ratio,
             "sqnr_db": None if math.isinf(self.sqnr_db) else self.sqnr_db, "shape_mismatch": self.shape_mismatch,
         }
+
+
+def _energy(x: np.ndarray) -> float:
+    """Σx², by a float32 BLAS dot (one pass, no copy); in float64 when float32 would overflow."""
+    if not x.size:
+        return 0.0
+    with np.errstate(over="ignore"):
+        total = float(np.dot(x, x))
+    return total if math.isfinite(total) else float(np.dot(x.astype(np.float64), x.astype(np.float64)))
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:

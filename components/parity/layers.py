@@ -1,12 +1,7 @@
-"""The layerwise machinery: record every intermediate of the PyTorch program and of an ONNX model, and map them.
+"""The layerwise machinery: record chosen intermediates of the PyTorch program, expose those of an ONNX model.
 
-The dynamo exporter names each ONNX value after the FX node that produced it, in the graph it gets after its own
-decomposition. Ops that decomposition leaves alone (conv2d, relu, gelu, linear, …) keep their names, so they
-match the original program's nodes by name. Where it rewrites a module's ops (BatchNorm into
-`_native_batch_norm…` + `getitem`, flatten into `view`), node metadata (`pkg.torch.onnx.name_scopes`) still
-names the `nn.Module`, and the module's output — its last value on each side — is matched instead. Re-running
-the exporter's decomposition would match more values, but costs seconds and most of a gigabyte per run.
-The ONNX side exposes its intermediates as extra graph outputs.
+Which value pairs with which is `matching.py`'s business (by provenance, never by name). The ONNX side exposes
+its intermediates as extra graph outputs; the PyTorch side returns them beside its outputs.
 """
 
 from __future__ import annotations
@@ -131,23 +126,3 @@ def _innermost_module(node: torch.fx.Node) -> str:
     stack = node.meta.get("nn_module_stack") or {}
     paths = [path for path, _cls in stack.values() if path]
     return paths[-1] if paths else "<root>"
-
-
-def torch_counterparts(values: dict[str, OnnxValue], recorder: TorchRecorder) -> dict[str, str]:
-    """ONNX value name → PyTorch node name: same name first, then each module's last value on both sides."""
-    pairs = {name: name for name in values if name in recorder.modules}
-    taken = set(pairs.values())
-    last_onnx: dict[str, str] = {}
-    for value in sorted(values.values(), key=lambda v: v.depth):
-        if value.module != "<root>":
-            last_onnx[value.module] = value.name
-    last_torch: dict[str, str] = {}
-    for name in recorder.recorded:
-        if recorder.modules[name] != "<root>":
-            last_torch[recorder.modules[name]] = name
-    for module, onnx_name in last_onnx.items():
-        node = last_torch.get(module)
-        if onnx_name not in pairs and node is not None and node not in taken:
-            pairs[onnx_name] = node
-            taken.add(node)
-    return pairs

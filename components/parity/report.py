@@ -9,6 +9,8 @@ from typing import Any
 from skewgate.common.publishing import html_page
 from skewgate.parity.core import FP32, INT8, ParityResult
 
+FP16 = "fp32_vs_fp16"
+
 
 def layer_plot(result: ParityResult, path: str | Path) -> Path:
     """One panel per compared pair: max |error| / tolerance (FP32) or SQNR in dB (INT8), against depth."""
@@ -17,7 +19,7 @@ def layer_plot(result: ParityResult, path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pairs = [p for p in (FP32, INT8) if result.layers.get(p)]
+    pairs = [p for p in (FP32, INT8, FP16) if result.layers.get(p)]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(len(pairs) or 1, 1, figsize=(10, 3.2 * max(len(pairs), 1)), squeeze=False)
@@ -38,14 +40,15 @@ def layer_plot(result: ParityResult, path: str | Path) -> Path:
             ax.set_ylabel("max |error| / tolerance")
         else:
             ax.set_ylabel("SQNR (dB)")
-        first = (result.verdict.details.get(pair) or {}).get("first_divergence")
+        first = (result.verdict.details.get(pair) or {}).get("first_divergence" if pair != FP16 else "first_failure")
         if first:
-            index = next(i for i, r in enumerate(rows) if r["value"] == first["value"])
+            index = next((i for i, r in enumerate(rows) if r["value"] == first["value"]), 0)
             ax.annotate(f"first divergence: {first['module']} ({first['op']})", (index, ys[index]),
                         xytext=(10, 10), textcoords="offset points", color="tab:red", fontsize=8,
                         arrowprops={"arrowstyle": "->", "color": "tab:red"})
         ax.set_xticks(range(len(rows)), [r["module"] + ":" + r["op"] for r in rows], rotation=70, fontsize=6)
-        ax.set_title({FP32: "PyTorch vs ONNX Runtime FP32", INT8: "ONNX Runtime FP32 vs INT8"}[pair], fontsize=9)
+        titles = {FP32: "PyTorch vs ONNX Runtime FP32", INT8: "ONNX Runtime FP32 vs INT8", FP16: "FP32 vs FP16"}
+        ax.set_title(titles[pair], fontsize=9)
     fig.suptitle(f"parity: {result.verdict.status.upper()}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110, format="png")  # explicit: KFP output paths have no suffix

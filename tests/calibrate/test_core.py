@@ -40,7 +40,9 @@ def test_outlier_channels_without_equalisation_miss_the_budget(calib, tmp_path):
 @pytest.mark.parametrize("method", ["auto", "minmax", "percentile", "entropy", "mse"])
 def test_corrupted_calibration_samples_never_set_a_range(calib, tmp_path, method):
     result = run(calib, tmp_path, calibration="corrupted", method=method, max_fallback_layers=0)
-    assert result.verdict.details["logits"]["top1_agreement"] >= 0.99, method
+    # as deployed (ORT's fused integer kernels, full 8-bit weights) a few of 397 samples flip; ranges set by the
+    # ±1000 samples flip most of them (benchmarks/calibrate_bench.py: 10.8% agreement with ORT's calibrators)
+    assert result.verdict.details["logits"]["top1_agreement"] >= 0.98, method
     x = next(t for t in result.tensors if t["tensor"] == "x")
     assert x["set_aside_samples"] == [10, 60] and x["outlier"] and x["high"] < 10
     assert x["extreme_samples"][:2] == [10, 60]
@@ -51,9 +53,15 @@ def test_budget_loop_keeps_the_fragile_layer_in_fp32(calib, tmp_path):
     result = run(calib, tmp_path, model="fragile_weights", eval_data="eval_fragile")
     trials = result.trials
     assert trials[0]["drop"] > 0.01 and trials[0]["excluded"] == []
-    assert trials[1]["excluded"] == ["node_conv2d_1"]  # the conv with the crushed weights goes first
-    assert result.verdict.status == "pass", result.verdict.message
+    # the conv with the crushed weights is the first layer the layerwise evidence points at
+    assert next(t["excluded"] for t in trials if t["excluded"]) == ["node_conv2d_1"]
+    assert result.verdict.check("accuracy_drop").passed, result.verdict.message
     assert trials[-1]["drop"] <= 0.01 + 1e-9 and result.verdict.details["excluded_nodes"] == trials[-1]["excluded"]
+    assert "node_conv2d_1" in trials[-1]["excluded"]
+    # what stayed FP32 is counted: the two big convs are most of the MACs, so coverage warns
+    coverage = result.verdict.check("int8_coverage")
+    assert coverage.value == result.verdict.details["int8_coverage"]["mac_share"] < 0.8
+    assert not coverage.passed and result.verdict.status == "warn" and "FP32: Conv" in coverage.detail
     written = onnx.load(tmp_path / "model.int8.onnx")
     conv = next(n for n in written.graph.node if n.name == "node_conv2d_1")
     assert not any(i.endswith("_DequantizeLinear_Output") for i in conv.input[1:])  # FP32 weights
@@ -69,7 +77,10 @@ def test_budget_never_met_fails_and_still_writes_the_best_model(calib, tmp_path)
     drops = [t["drop"] for t in result.trials]
     assert len(drops) >= 2 and min(drops) < drops[0] and min(drops) > 0.005
     best = min(result.trials, key=lambda t: t["drop"])
-    assert result.verdict.details["excluded_nodes"] == best["excluded"] and best["excluded"][0] == "node_conv2d_1"
+    assert result.verdict.details["excluded_nodes"] == best["excluded"]
+    assert result.verdict.details["reduce_range"] == best["reduce_range"]
+    assert ["node_conv2d_1"] in [t["excluded"] for t in result.trials]
+    assert "tried: " in result.verdict.check("accuracy_drop").detail
     assert result.verdict.details["accuracy"]["drop"] == best["drop"]  # the written model is the best one
     assert (tmp_path / "model.int8.onnx").is_file()
 

@@ -113,3 +113,25 @@ def quantize(source: Path, target: Path, inputs: Path, *, break_value: str | Non
         _replace(model, tensor, scale * 100)
         onnx.save(model, str(target))
     return target
+
+
+def plant_in_attention(source: Path, target: Path, module: str, defect: str) -> Path:
+    """A defect inside `module`'s scaled-dot-product attention: `softmax_axis` normalises over the queries
+    instead of the keys; `scale` multiplies the queries by twice the exporter's factor."""
+    model = onnx.load(str(source))
+    scoped = [n for n in model.graph.node if any(p.key == "pkg.torch.onnx.name_scopes" and f"'{module}'" in p.value
+                                                 for p in n.metadata_props)]
+    if defect == "softmax_axis":
+        node = next(n for n in scoped if n.op_type == "Softmax")
+        node.ClearField("attribute")
+        node.attribute.append(onnx.helper.make_attribute("axis", -2))
+    elif defect == "scale":  # the scale initializer is shared (by both layers, too): give this Mul its own copy
+        node = next(n for n in scoped if n.op_type == "Mul"
+                    and any(i.name == n.input[1] and i.dims in ([], [1]) for i in model.graph.initializer))
+        _, scale = _initializer(model, node.input[1])
+        model.graph.initializer.append(numpy_helper.from_array((scale * 2).astype(np.float32), "planted_scale"))
+        node.input[1] = "planted_scale"
+    else:
+        raise ValueError(defect)
+    onnx.save(model, str(target))
+    return target

@@ -1,0 +1,226 @@
+"""FP16 candidate vs the FP32 model, value by value: name the first value that overflows or loses precision,
+and find which nodes to keep in FP32 so that it does not.
+
+The candidate is given, or made from the FP32 model with onnxconverter-common's float16 converter (graph inputs
+and outputs stay FP32). Both run with every intermediate exposed. Exposing matters beyond seeing them: ONNX
+Runtime's CPU provider computes FP16 ops it has no FP16 kernel for in FP32 and drops the Cast pairs between
+them, so a chain like Gemm → Mul → Softmax never rounds to FP16 on the CPU and its overflow never shows in the
+final output, while on a GPU it does. An exposed value is stored in FP16 as the graph declares, so an
+overflow in storage is caught where it happens, on any provider.
+
+A value fails when it is non-finite where FP32 is finite (overflow), or its SQNR against FP32 falls below the
+floor. The first failing value whose inputs are clean names the culprit; the node that makes it (for a Cast the
+converter inserted, the nodes that read it) joins the keep-in-FP32 list, the model is converted again, and the
+loop repeats until the candidate passes, the list stops growing, or `max_rounds` is spent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skewgate.common.compare import Tolerance
+from skewgate.common.runtime import run_by_name, session
+from skewgate.common.verdict import Check
+from skewgate.parity.errors import RunningError, logit_agreement
+from skewgate.parity.layers import onnx_values, with_intermediates
+
+PAIR = "fp32_vs_fp16"
+
+
+@dataclass(frozen=True)
+class Fp16Options:
+    # one FP16 rounding is ~70 dB; a deep net accumulates a few dozen of them
+    min_sqnr_db: float = 35.0
+    min_top1_agreement: float = 0.99
+    max_rounds: int = 8
+    batch_size: int = 32
+    # run both models on the CUDA provider, as a GPU server does (FP16 kernels throughout; the CPU provider
+    # upcasts the ops it has no FP16 kernel for, which is why values are judged exposed, one by one)
+    cuda: bool = False
+
+
+@dataclass
+class Fp16Evaluation:
+    errors: dict[str, RunningError]  # FP16-graph value → its error against the FP32 value it stands for
+    overflow: dict[str, int]  # FP16-graph value → elements non-finite where FP32 is finite
+    keep: dict[str, list[str]]  # FP16-graph value → FP32 node names to keep in FP32 if it fails
+    first: str | None
+    top1_agreement: float | None
+    failed: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def convert(model: Any, keep_fp32: list[str]) -> Any:
+    """FP16 copy of `model` with graph I/O in FP32 and the nodes named in `keep_fp32` left in FP32."""
+    from onnxconverter_common import float16
+
+    # constants beyond FP16's range are a finding to report, not something to clamp silently to 1e4
+    return float16.convert_float_to_float16(model, keep_io_types=True, max_finite_val=65504.0,
+                                            node_block_list=keep_fp32 or None)
+
+
+def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[str, np.ndarray],
+             options: Fp16Options) -> Fp16Evaluation:
+    """Stream `feeds` through both models (FP32 intermediates from `fp32_layers`, a session built once)."""
+    from skewgate.parity.core import first_divergence
+
+    fp32_names = {o for n in fp32_model.graph.node for o in n.output if o} | {i.name for i in fp32_model.graph.input}
+    fp32_nodes = {n.name for n in fp32_model.graph.node}
+    reference: dict[str, str] = {}  # FP16-graph value → FP32 value
+    keep: dict[str, list[str]] = {}
+    readers: dict[str, list[str]] = {}
+    for node in candidate.graph.node:
+        for value in node.input:
+            readers.setdefault(value, []).append(node.name)
+    for node in candidate.graph.node:
+        for value in node.output:
+            if node.name in fp32_nodes:
+                if value in fp32_names:
+                    reference[value], keep[value] = value, [node.name]
+                continue
+            # a Cast the converter inserted: to keep the value out of FP16, keep the nodes reading it in FP32
+            if value in fp32_names:
+                reference[value] = value
+            elif node.op_type == "Cast" and node.input[0] in fp32_names:
+                reference[value] = node.input[0]
+            else:
+                continue
+            keep[value] = [r for r in readers.get(value, []) if r in fp32_nodes]
+    layers = session(with_intermediates(candidate, list(reference)), arena=False, cuda=options.cuda)
+    errors = {v: RunningError(Tolerance(0.0, 0.0)) for v in reference}
+    overflow = dict.fromkeys(reference, 0)
+    outputs = [o.name for o in fp32_model.graph.output]
+    kept: dict[str, list[np.ndarray]] = {"fp32": [], "fp16": []}
+    rng = np.random.default_rng(0)
+    n = len(next(iter(feeds.values())))
+    for start in range(0, n, options.batch_size):
+        batch = {k: v[start : start + options.batch_size] for k, v in feeds.items()}
+        expected, actual = run_by_name(fp32_layers, batch), run_by_name(layers, batch)
+        for value, source in reference.items():
+            if value not in actual or source not in (expected.keys() | batch.keys()):
+                continue
+            e = expected[source] if source in expected else batch[source]
+            a = actual[value]
+            if not np.issubdtype(a.dtype, np.floating) or a.shape != e.shape:
+                continue
+            overflow[value] += int(np.count_nonzero(~np.isfinite(a) & np.isfinite(e)))
+            with np.errstate(invalid="ignore", over="ignore"):  # inf − inf: counted as overflow above
+                errors[value].update(a.astype(np.float32), e.astype(np.float32), rng)
+        kept["fp32"].append(expected[outputs[0]])
+        kept["fp16"].append(actual[outputs[0]])
+        del expected, actual  # one batch of intermediates at a time
+
+    def bad(err: RunningError) -> bool:
+        return err.count > 0 and (overflows[id(err)] > 0 or err.sqnr_db < options.min_sqnr_db)
+
+    overflows = {id(errors[v]): overflow[v] for v in errors}
+    failed = [v for v, e in errors.items() if bad(e)]
+    first = first_divergence(onnx_values(candidate), errors, bad) if failed else None
+    top1 = None
+    ref, cand = np.concatenate(kept["fp32"]), np.concatenate(kept["fp16"])
+    if ref.ndim >= 2 and ref.shape[-1] > 1 and np.isfinite(cand).all():
+        top1 = logit_agreement(ref, cand)["top1_agreement"]
+    elif ref.ndim >= 2 and ref.shape[-1] > 1:
+        top1 = float(np.mean(ref.argmax(-1) == np.nan_to_num(cand, nan=-np.inf).argmax(-1)))
+    if top1 is not None and top1 < options.min_top1_agreement:
+        failed.append(f"top-1 agreement {top1:.1%}")
+    return Fp16Evaluation(errors, overflow, keep, first, top1, failed)
+
+
+def fp16_checks(fp32_model: Any, candidate_path: str | Path | None, feeds: Mapping[str, np.ndarray],
+                options: Fp16Options = Fp16Options(), *, write_fixed: str | Path | None = None,
+                ) -> tuple[list[Check], dict[str, Any], list[dict[str, Any]]]:
+    """Judge the FP16 candidate (converted from `fp32_model` when `candidate_path` is None); propose and
+    verify the nodes to keep in FP32. Returns checks, details and one row per compared value."""
+    import onnx
+
+    fp32_layers = session(with_intermediates(fp32_model), arena=False, cuda=options.cuda)
+    given = candidate_path is not None
+    candidate = onnx.load(str(candidate_path)) if given else convert(fp32_model, [])
+    result = evaluate(fp32_layers, fp32_model, candidate, feeds, options)
+    rows = _rows(result, candidate, options)
+    details: dict[str, Any] = {"candidate": str(candidate_path) if given else "converted (onnxconverter-common)",
+                               "first_failure": _describe_value(result, result.first, candidate),
+                               "top1_agreement": result.top1_agreement, "values_compared": len(result.errors)}
+    checks = [Check(f"{PAIR}.values", passed=result.ok, value=len(result.failed), limit=0,
+                    detail=_summary(result, candidate, options))]
+    if result.ok:
+        details["keep_fp32"] = []
+        return checks, details, rows
+
+    keep: list[str] = []
+    tried: list[dict[str, Any]] = []
+    current = result if not given else evaluate(fp32_layers, fp32_model, convert(fp32_model, []), feeds, options)
+    fixed = None
+    for _ in range(options.max_rounds):
+        if current.ok:
+            fixed = keep
+            break
+        culprits = [k for k in current.keep.get(current.first or "", []) if k not in keep]
+        if not culprits:
+            break
+        keep += culprits
+        model = convert(fp32_model, keep)
+        current = evaluate(fp32_layers, fp32_model, model, feeds, options)
+        tried.append({"keep_fp32": list(keep), "passes": current.ok, "first_failure": current.first})
+        if current.ok and write_fixed is not None:
+            onnx.save(model, str(write_fixed))
+    ops = {n.name: n.op_type for n in fp32_model.graph.node}
+    details.update(proposal_rounds=tried, keep_fp32=fixed if fixed is not None else keep,
+                   keep_fp32_ops=sorted({ops[k] for k in (fixed if fixed is not None else keep)}))
+    checks.append(Check(f"{PAIR}.proposal", passed=fixed is not None, severity="warn", value=len(keep), limit=0,
+                        detail=(f"keeping {len(keep)} node(s) in FP32 makes it pass (checked): "
+                                f"{_named(keep, ops)}") if fixed is not None else
+                        f"no keep-in-FP32 list found in {len(tried)} rounds; tried {_named(keep, ops)}"))
+    return checks, details, rows
+
+
+def _named(nodes: list[str], ops: dict[str, str]) -> str:
+    return ", ".join(f"{n} ({ops.get(n, '?')})" for n in nodes) or "nothing"
+
+
+def _describe_value(result: Fp16Evaluation, value: str | None, candidate: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    values = onnx_values(candidate)
+    where = values.get(value)
+    err = result.errors[value]
+    return {"value": value, "op": where.op_type if where else "?", "module": where.module if where else "?",
+            "node": where.node if where else "?", "overflowed": result.overflow[value],
+            "sqnr_db": None if math.isinf(err.sqnr_db) else err.sqnr_db, "keep_fp32": result.keep.get(value, [])}
+
+
+def _summary(result: Fp16Evaluation, candidate: Any, options: Fp16Options) -> str:
+    if result.ok:
+        worst = min((e.sqnr_db for e in result.errors.values() if e.count), default=math.inf)
+        return (f"FP16 vs FP32: {len(result.errors)} values, none overflows, worst SQNR {worst:.1f} dB "
+                f"(floor {options.min_sqnr_db:g} dB)")
+    first = _describe_value(result, result.first, candidate)
+    if first is None:
+        return "FP16 vs FP32: " + "; ".join(result.failed)
+    cause = (f"overflows (inf/NaN in {first['overflowed']} elements where FP32 is finite)" if first["overflowed"]
+             else f"SQNR {first['sqnr_db']:.1f} dB < {options.min_sqnr_db:g} dB")
+    return (f"FP16 vs FP32: first failing value {first['value']!r} (op {first['op']}, module {first['module']}) "
+            f"{cause}; {len(result.failed)} failing in all")
+
+
+def _rows(result: Fp16Evaluation, candidate: Any, options: Fp16Options) -> list[dict[str, Any]]:
+    values = onnx_values(candidate)
+    rows = []
+    for name, err in result.errors.items():
+        if not err.count or name not in values:
+            continue
+        sqnr = err.sqnr_db
+        rows.append({"value": name, "op": values[name].op_type, "module": values[name].module,
+                     "depth": values[name].depth, **err.summary(), "overflowed": result.overflow[name],
+                     "diverged": result.overflow[name] > 0 or sqnr < options.min_sqnr_db})
+    return sorted(rows, key=lambda r: r["depth"])

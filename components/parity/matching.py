@@ -1,0 +1,305 @@
+"""Pair ONNX values with the PyTorch program's values by provenance, never by name.
+
+The dynamo exporter decomposes the program before lowering it, and numbers the decomposed graph's nodes afresh:
+its `view_1` may be the program's `view`. Each ONNX node carries the FX node it lowers
+(`pkg.torch.onnx.fx_node`: name, op target, argument values) and the modules it sits in
+(`pkg.torch.onnx.name_scopes`). An FX node's ONNX nodes form a *group*; the group's value is the one handed on
+to other groups. Matching is by structure:
+
+1. **Same op on the same inputs.** Walking both graphs in order, a group pairs with the program node that has
+   the same op target, the same constant arguments, and the same *frontier*: the nearest already-paired values
+   (or graph inputs) upstream, looking through values neither side pairs (the exporter's rewrites, aliases
+   such as eval-mode dropout, shape arithmetic). Ties (identical ops on identical inputs) go by order.
+2. **Same consumer.** A rewritten op (`unflatten` lowered as `view`, BatchNorm as
+   `_native_batch_norm_legit_no_training`) has no same-op twin, but when a paired consumer has exactly one
+   unpaired input on each side, with the same shape, those two are the same value. Applied upstream as far
+   as it holds.
+
+Every ONNX value ends up paired, or unpaired with the reason; every program value without an ONNX twin is
+listed as removed (folded, fused, or an alias the exporter dropped).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import onnx
+    import torch
+
+_REF = re.compile(r"%[A-Za-z_][A-Za-z0-9_]*")
+_TARGET = re.compile(r"target=([^\]]+)\]")
+# ONNX ops whose output depends on the input's shape only, never on its values
+_SHAPE_OPS = {"Shape", "Size", "ConstantOfShape", "Constant"}
+
+
+@dataclass
+class Matching:
+    pairs: dict[str, str] = field(default_factory=dict)  # ONNX value → program node
+    how: dict[str, str] = field(default_factory=dict)  # ONNX value → "same op and inputs" | "same consumer"
+    unmatched: dict[str, str] = field(default_factory=dict)  # ONNX value → why it has no PyTorch twin
+    removed: dict[str, str] = field(default_factory=dict)  # program node → its op: no ONNX twin
+    lowering: dict[str, list[int]] = field(default_factory=dict)  # paired value → its op's ONNX nodes (indices)
+
+
+@dataclass
+class _Group:
+    name: str  # the exporter's FX node name
+    target: str
+    skeleton: str  # the arguments with node references blanked: the constants that must agree
+    module: str
+    nodes: list[int]  # indices into graph.node
+    value: str | None = None
+
+
+def describe_fx(text: str) -> tuple[str, str, str]:
+    """(name, op target, argument skeleton) of an FX node as `Node.format_node()` prints it."""
+    name = text.split(" ", 1)[0].lstrip("%")
+    found = _TARGET.search(text)
+    target = found.group(1).removeprefix("torch.ops.") if found else "?"
+    arguments = text.split("](", 1)[1] if "](" in text else ""
+    return name, target, _REF.sub("%", arguments)
+
+
+def _scope(meta: dict[str, str]) -> str:
+    scopes = meta.get("pkg.torch.onnx.name_scopes")
+    if not scopes:
+        return "<root>"
+    try:
+        parts = [p for p in ast.literal_eval(scopes) if p]
+    except (ValueError, SyntaxError):
+        return scopes
+    return parts[-2] if len(parts) >= 2 else "<root>"
+
+
+def _dims(value_info: Any) -> tuple[int | None, ...] | None:
+    tensor = value_info.type.tensor_type
+    if not tensor.HasField("shape"):
+        return None
+    return tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
+
+
+def _compatible(a: tuple[int | None, ...] | None, b: tuple[int | None, ...] | None) -> bool:
+    """Same rank and the same size wherever both are static (symbolic sizes agree with anything)."""
+    if a is None or b is None:
+        return a is None and b is None
+    return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b, strict=True))
+
+
+class _Program:
+    """The PyTorch side: every call_function node with its op, constants, tensor inputs and shape."""
+
+    def __init__(self, program: torch.export.ExportedProgram, recordable: Iterable[str]) -> None:
+        import torch
+
+        graph = program.graph
+        user_inputs = set(program.graph_signature.user_inputs)
+        self.order: list[str] = []
+        self.inputs: dict[str, list[str]] = {}  # node → data-dependent node arguments
+        self.key: dict[str, tuple[str, str]] = {}
+        self.shape: dict[str, tuple[int | None, ...] | None] = {}
+        self.module: dict[str, str] = {}
+        self.data: set[str] = set()  # nodes whose value depends on the user inputs' values
+        self.user_inputs = user_inputs
+        self.recordable = set(recordable)
+        for node in graph.nodes:
+            if node.op == "placeholder" and node.name in user_inputs:
+                self.data.add(node.name)
+            if node.op != "call_function":
+                continue
+            args = [a.name for a in node.all_input_nodes if a.name in self.data]
+            val = node.meta.get("val")
+            is_tensor = isinstance(val, torch.Tensor)
+            if args and (is_tensor or isinstance(val, (tuple, list))):
+                self.data.add(node.name)
+            self.order.append(node.name)
+            self.inputs[node.name] = args
+            _, target, skeleton = describe_fx(node.format_node())
+            self.key[node.name] = (target, skeleton)
+            paths = [path for path, _cls in (node.meta.get("nn_module_stack") or {}).values() if path]
+            self.module[node.name] = paths[-1] if paths else "<root>"
+            self.shape[node.name] = tuple(d if isinstance(d, int) else None for d in val.shape) if is_tensor else None
+
+    def frontier(self, name: str, pairs_back: dict[str, str], memo: dict[str, frozenset[str]]) -> frozenset[str]:
+        """The nearest paired nodes (or user inputs) upstream of `name`'s inputs."""
+        if name in memo:
+            return memo[name]
+        found: set[str] = set()
+        for arg in self.inputs.get(name, []):
+            if arg in pairs_back or arg in self.user_inputs:
+                found.add(arg)
+            else:
+                found |= self.frontier(arg, pairs_back, memo)
+        memo[name] = frozenset(found)
+        return memo[name]
+
+
+def match(model: onnx.ModelProto, program: torch.export.ExportedProgram, recordable: Iterable[str]) -> Matching:
+    """Pair `model`'s values with `program`'s recordable nodes (see the module docstring)."""
+    import onnx
+
+    torch_side = _Program(program, recordable)
+    graph = model.graph
+    initializers = {i.name for i in graph.initializer}
+    inputs = {i.name for i in graph.input if i.name not in initializers}
+    outputs = {o.name for o in graph.output}
+    inferred = onnx.shape_inference.infer_shapes(model)
+    shapes = {v.name: _dims(v) for v in (*inferred.graph.value_info, *graph.value_info, *graph.output)}
+
+    groups: dict[str, _Group] = {}
+    producer: dict[str, int] = {}  # value → node index
+    group_of: dict[int, str] = {}
+    data: set[str] = set(inputs)  # values that depend on the inputs' values
+    for index, node in enumerate(graph.node):
+        meta = {p.key: p.value for p in node.metadata_props}
+        for out in node.output:
+            producer[out] = index
+        if node.op_type not in _SHAPE_OPS and any(i in data for i in node.input):
+            data.update(o for o in node.output if o)
+        text = meta.get("pkg.torch.onnx.fx_node")
+        if text is None:
+            continue
+        name, target, skeleton = describe_fx(text)
+        group = groups.setdefault(name, _Group(name, target, skeleton, _scope(meta), []))
+        group.nodes.append(index)
+        group_of[index] = name
+    consumers: dict[str, set[str]] = {}
+    for index, node in enumerate(graph.node):
+        for value in node.input:
+            consumers.setdefault(value, set()).add(group_of.get(index, f"#{index}"))
+    for group in groups.values():
+        produced = [o for i in group.nodes for o in graph.node[i].output if o and o in data]
+        handed_on = [v for v in produced if v in outputs or consumers.get(v, set()) - {group.name}]
+        if group.name in produced:
+            group.value = group.name
+        elif len(handed_on) == 1:
+            group.value = handed_on[0]
+
+    def group_inputs(name: str) -> list[str]:
+        """The data-dependent values a group reads from outside itself, in order."""
+        own = set(groups[name].nodes)
+        seen = []
+        for index in groups[name].nodes:
+            for value in graph.node[index].input:
+                if value in data and (producer.get(value) not in own) and value not in seen:
+                    seen.append(value)
+        return seen
+
+    result = Matching()
+    back: dict[str, str] = {}  # program node → ONNX group
+    front: dict[str, frozenset[str]] = {}  # ONNX value → the program nodes / inputs it derives from
+
+    def frontier_of_value(value: str) -> frozenset[str]:
+        if value in front:
+            return front[value]
+        if value in inputs:
+            front[value] = frozenset({value})
+            return front[value]
+        index = producer.get(value)
+        found: set[str] = set()
+        if index is not None:
+            owner = group_of.get(index)
+            if owner is not None and owner in groups and groups[owner].value in result.pairs:
+                found.add(result.pairs[groups[owner].value])  # type: ignore[index]
+            else:
+                for upstream in graph.node[index].input:
+                    if upstream in data:
+                        found |= frontier_of_value(upstream)
+        front[value] = frozenset(found)
+        return front[value]
+
+    by_key: dict[tuple[str, str], list[str]] = {}
+    for name in torch_side.order:
+        if name in torch_side.recordable and name in torch_side.data:
+            by_key.setdefault(torch_side.key[name], []).append(name)
+    ordered = sorted((g for g in groups.values() if g.value is not None), key=lambda g: producer[g.value])  # type: ignore[index]
+    for group in ordered:
+        value = group.value
+        assert value is not None
+        wanted = frozenset().union(*(frontier_of_value(v) for v in group_inputs(group.name)))
+        memo: dict[str, frozenset[str]] = {}
+        candidates = [n for n in by_key.get((group.target, group.skeleton), [])
+                      if n not in back and torch_side.frontier(n, back, memo) == wanted]
+        if candidates:
+            same_module = [n for n in candidates if torch_side.module[n] == group.module]
+            chosen = (same_module or candidates)[0]
+            result.pairs[value], result.how[value] = chosen, "same op and inputs"
+            back[chosen] = value
+
+    _pair_by_consumer(result, back, groups, group_inputs, torch_side, shapes, producer, group_of)
+    for value in result.pairs:
+        owner = group_of.get(producer[value])
+        result.lowering[value] = _ancestors_within(graph, value, groups[owner].nodes if owner else [producer[value]],
+                                                   producer)
+    for index, node in enumerate(graph.node):
+        for value in node.output:
+            if value and value not in result.pairs:
+                result.unmatched[value] = _why(value, index, group_of, groups, data, outputs, by_key)
+    for name in torch_side.order:
+        if name not in back and name in torch_side.recordable and name in torch_side.data:
+            result.removed[name] = torch_side.key[name][0]
+    return result
+
+
+def _ancestors_within(graph: Any, value: str, nodes: list[int], producer: dict[str, int]) -> list[int]:
+    """The nodes among `nodes` that `value` depends on (itself included), in graph order."""
+    allowed, kept, todo = set(nodes), set(), [producer[value]]
+    while todo:
+        index = todo.pop()
+        if index in kept or index not in allowed:
+            continue
+        kept.add(index)
+        todo += [producer[i] for i in graph.node[index].input if i in producer]
+    return sorted(kept)
+
+
+def _pair_by_consumer(result: Matching, back: dict[str, str], groups: dict[str, _Group], group_inputs: Any,
+                      torch_side: _Program, shapes: dict[str, Any], producer: dict[str, int],
+                      group_of: dict[int, str]) -> None:
+    """Rule 2: a paired consumer with exactly one unpaired input on each side, of the same shape."""
+    work = list(result.pairs.items())
+    while work:
+        value, node = work.pop()
+        owner = group_of.get(producer[value])
+        if owner is None:
+            continue
+        onnx_side = []
+        for upstream in group_inputs(owner):
+            upstream_owner = group_of.get(producer.get(upstream, -1))
+            if upstream in result.pairs or upstream_owner is None:
+                continue
+            if groups[upstream_owner].value == upstream:
+                onnx_side.append(upstream)
+        torch_inputs = [a for a in torch_side.inputs.get(node, []) if a not in back and a in torch_side.data
+                        and a not in torch_side.user_inputs]
+        if len(onnx_side) != 1 or len(torch_inputs) != 1:
+            continue
+        (onnx_value,), (torch_node,) = onnx_side, torch_inputs
+        if torch_node not in torch_side.recordable or not _compatible(shapes.get(onnx_value),
+                                                                      torch_side.shape.get(torch_node)):
+            continue
+        result.pairs[onnx_value], result.how[onnx_value] = torch_node, "same consumer"
+        back[torch_node] = onnx_value
+        work.append((onnx_value, torch_node))
+
+
+def _why(value: str, index: int, group_of: dict[int, str], groups: dict[str, _Group], data: set[str],
+         outputs: set[str], by_key: dict[tuple[str, str], list[str]]) -> str:
+    if value in outputs:
+        return "final output: compared as such"
+    if value not in data:
+        return "shape arithmetic: does not depend on the inputs' values"
+    owner = group_of.get(index)
+    if owner is None:
+        return "no FX node: made by the ONNX optimiser"
+    group = groups[owner]
+    if group.value != value:
+        return f"inside an op's lowering: {group.target} ({owner}, module {group.module}); PyTorch has no such value"
+    if (group.target, group.skeleton) not in by_key:
+        return (f"exporter rewrite: {group.target} ({owner}, module {group.module}); no program op with that target "
+                "and those arguments, and no paired consumer pins it")
+    return f"no twin: no program op {group.target} reads the same inputs ({owner}, module {group.module})"

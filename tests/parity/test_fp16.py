@@ -1,0 +1,89 @@
+"""The FP16 path: the zoo's faithful models pass as converted; softmax over logits past FP16's range is caught
+at the value that overflows, and the proposed keep-in-FP32 list is checked to fix it (and re-checked here as a
+given FP16 model)."""
+
+import json
+
+import onnx
+import pytest
+
+from skewgate.cli import main
+from skewgate.parity.core import ParityOptions, parity
+from tests.zoo import ZOO, export, save
+
+FINALS = ParityOptions(layerwise=False)
+
+
+@pytest.fixture(scope="module")
+def overflowing(tmp_path_factory):
+    """softmax_head with head weights ×1e4: logits up to ~1e5, past FP16's 65504 (FP32 softmax is fine)."""
+    files = save("softmax_head", tmp_path_factory.mktemp("fp16"), weight_scale=1e4, seed=3)
+    return files, export(files)
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_faithful_zoo_model_passes_fp16(zoo, name):
+    files, onnx_path = zoo(name)
+    result = parity(torch_model=files.pt2, onnx=onnx_path, inputs=files.inputs, fp16=True, options=FINALS)
+    assert result.verdict.status == "pass", result.verdict.message
+    assert result.verdict.details["fp32_vs_fp16"]["keep_fp32"] == []
+    assert result.layers["fp32_vs_fp16"]  # compared value by value
+
+
+def test_softmax_overflow_is_caught_and_the_proposed_fp32_list_fixes_it(overflowing, tmp_path):
+    files, onnx_path = overflowing
+    fixed = tmp_path / "fixed.fp16.onnx"
+    result = parity(torch_model=files.pt2, onnx=onnx_path, inputs=files.inputs, fp16=True, fp16_out=fixed,
+                    options=FINALS)
+    assert result.verdict.status == "fail"
+    details = result.verdict.details["fp32_vs_fp16"]
+    first = details["first_failure"]
+    assert first["overflowed"] > 0 and first["op"] in {"Gemm", "Mul"}, first
+    assert "overflows" in result.verdict.check("fp32_vs_fp16.values").detail
+    proposal = result.verdict.check("fp32_vs_fp16.proposal")
+    assert proposal.passed, proposal.detail
+    assert "Softmax" in details["keep_fp32_ops"]
+    assert details["proposal_rounds"][-1]["passes"] is True
+    # the written model, judged afresh as a given FP16 model, passes; the proposed nodes are FP32 in it
+    again = parity(torch_model=files.pt2, onnx=onnx_path, inputs=files.inputs, fp16=fixed, options=FINALS)
+    assert again.verdict.status == "pass", again.verdict.message
+    kept = {n.name for n in onnx.load(str(fixed)).graph.node}
+    assert set(details["keep_fp32"]) <= kept
+
+
+def test_given_fp16_model_that_overflows_fails(overflowing, tmp_path):
+    from skewgate.parity.fp16 import convert
+
+    files, onnx_path = overflowing
+    onnx.save(convert(onnx.load(str(onnx_path)), []), str(tmp_path / "plain.fp16.onnx"))
+    result = parity(torch_model=files.pt2, onnx=onnx_path, inputs=files.inputs, fp16=tmp_path / "plain.fp16.onnx",
+                    options=FINALS)
+    assert result.verdict.status == "fail"
+    assert result.verdict.details["fp32_vs_fp16"]["candidate"].endswith("plain.fp16.onnx")
+    assert result.verdict.check("fp32_vs_fp16.proposal").passed
+
+
+def test_cli_fp16_flag(overflowing, tmp_path):
+    files, onnx_path = overflowing
+    code = main(["parity", "--torch", str(files.pt2), "--onnx", str(onnx_path), "--inputs", str(files.inputs),
+                 "--fp16", "--fp16-out", str(tmp_path / "f.onnx"), "--report", str(tmp_path / "r.json")])
+    assert code == 1
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["details"]["fp32_vs_fp16"]["first_failure"]["overflowed"] > 0
+    assert (tmp_path / "f.onnx").is_file()
+    assert main(["parity", "--torch", str(files.pt2), "--onnx", str(onnx_path), "--inputs", str(files.inputs),
+                 "--fp16", str(tmp_path / "f.onnx")]) == 0
+
+
+@pytest.mark.gpu
+def test_overflow_caught_on_the_cuda_provider(overflowing):
+    import onnxruntime
+
+    if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+        pytest.skip("ONNX Runtime here has no CUDA execution provider")
+    files, onnx_path = overflowing
+    result = parity(torch_model=files.pt2, onnx=onnx_path, inputs=files.inputs, fp16=True,
+                    options=ParityOptions(layerwise=False, fp16_cuda=True))
+    assert result.verdict.status == "fail"
+    assert result.verdict.details["fp32_vs_fp16"]["first_failure"]["overflowed"] > 0
+    assert result.verdict.check("fp32_vs_fp16.proposal").passed
