@@ -18,6 +18,7 @@ COMMANDS = {
     "parity": ("skewgate.parity.cli", "PyTorch vs ORT FP32/INT8 vs Triton, layer by layer; `parity preprocess`"),
     "calibrate": ("skewgate.calibrate.cli", "outlier-aware INT8 calibration with an accuracy budget and FP32 fallback"),
     "probe": ("skewgate.probe.cli", "check a Triton deployment against the model; `probe serve`, `probe install`"),
+    "compare": ("skewgate.compare.cli", "candidate vs the registry's champion: metrics, churn, slices"),
     "promote": ("skewgate.promote.cli", "fail-closed registry promotion from verdicts"),
     "pipeline": ("skewgate.pipelines.cli", "compile, run locally, submit or schedule the pipelines"),
     "demo": ("skewgate.demo.run", "train the digits CNN and gate a good and a defective candidate"),
