@@ -344,8 +344,11 @@ def fetch_registered_onnx(tracking: Tracking, name: str, alias: str, directory: 
                          found="no such tag")
     import mlflow.artifacts
 
+    # The version's own artifact location, not `models:/…`: mlflow resolves those against its process-wide
+    # registry URI, which need not be this one.
+    source = tracking._call(lambda: tracking.client.get_model_version_download_uri(name, version))
     local = Path(tracking._call(lambda: mlflow.artifacts.download_artifacts(
-        artifact_uri=where, dst_path=str(directory), tracking_uri=tracking.uri, registry_uri=tracking.uri)))
+        artifact_uri=source, dst_path=str(directory), tracking_uri=tracking.uri)))
     candidates = sorted(local.rglob("*.onnx")) if local.is_dir() else [local]
     digests = {path: sha256_file(path) for path in candidates}
     for path, digest in digests.items():

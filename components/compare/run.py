@@ -107,11 +107,14 @@ def run_compare(run: StepRun | None, *, onnx: str | Path, model_name: str, eval_
         verdict = compare(candidate=onnx, champion=champion, eval_data=eval_data, labels=labels, task=options.task,
                           output=options.output, slice_key=options.slice_key, max_slices=options.max_slices,
                           judging=judging)
-    if registered is not None:
-        tags = {"skewgate.compare.champion_version": registered.version,
-                "skewgate.compare.champion_sha256": registered.sha256}
-        verdict = dataclasses.replace(verdict, details={**verdict.details, "registry_tags": tags,
-                                                        "champion_version": registered.version})
-    publish(run, tables={"comparison.json": list(verdict.details["table"])},
-            outputs=[(markdown, "comparison.md", write_text(lambda: comparison_markdown(verdict)))])
+        if registered is not None:
+            tags = {"skewgate.compare.champion_version": registered.version,
+                    "skewgate.compare.champion_sha256": registered.sha256}
+            verdict = dataclasses.replace(verdict, details={**verdict.details, "registry_tags": tags,
+                                                            "champion_version": registered.version})
+        # the table always reaches MLflow as comparison.md, and `markdown` too when asked (the KFP UI's output)
+        final = verdict
+        publish(run, tables={"comparison.json": list(verdict.details["table"])},
+                outputs=[(markdown or Path(tmp) / "comparison.md", "comparison.md",
+                          write_text(lambda: comparison_markdown(final)))])
     return verdict
