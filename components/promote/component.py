@@ -13,13 +13,14 @@ def promote_op(
     probe_verdict: dsl.Input[dsl.Artifact],
     parity_verdict: dsl.Input[dsl.Artifact],
     calibrate_verdict: dsl.Input[dsl.Artifact],
+    compare_verdict: dsl.Input[dsl.Artifact],
     model_name: str,
     tracking_uri: str,
     verdict: dsl.Output[dsl.Artifact],
     metrics: dsl.Output[dsl.Metrics],
     report: dsl.Output[dsl.Markdown],
     alias: str = "champion",
-    required_steps: str = "export,calibrate,drift,parity,probe",
+    required_steps: str = "export,calibrate,drift,parity,probe,compare",
     allow_warn: bool = False,
     pipeline_run_id: str = "",
 ) -> str:
@@ -34,7 +35,7 @@ def promote_op(
 
     with tempfile.TemporaryDirectory() as verdicts_dir:
         verdicts = {"export": export_verdict, "calibrate": calibrate_verdict, "drift": drift_verdict,
-                    "parity": parity_verdict, "probe": probe_verdict}
+                    "parity": parity_verdict, "probe": probe_verdict, "compare": compare_verdict}
         for step, artifact in verdicts.items():
             shutil.copy(artifact.path, f"{verdicts_dir}/{step}.json")
         result = evaluate_and_record(
