@@ -15,7 +15,7 @@ from skewgate.pipelines.release_gate import release_gate
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 NAME = "digits-cnn-docker"
-STEPS = {"export", "calibrate", "drift", "parity", "probe", "promote"}
+STEPS = {"export", "calibrate", "drift", "parity", "probe", "compare", "promote"}
 
 
 @pytest.fixture(scope="module")
