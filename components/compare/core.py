@@ -109,13 +109,20 @@ def compare(*, candidate: str | Path, champion: Champion | None, eval_data: str 
     if slices is not None:
         details["slices"] = _slice_rows(slices, ours, theirs, targets, kind, judging, rows)
     checks += [row.pop("check") for row in rows if "check" in row]
-    details["table"] = rows
+    details["table"] = [_json_safe(row) for row in rows]
+    if "slices" in details:
+        details["slices"]["slices"] = [_json_safe(row) for row in details["slices"]["slices"]]
     verdict = Verdict.from_checks(STEP, checks, subject=subject, details=details)
     worst = details.get("slices", {}).get("worst")
     if worst is not None:
         verdict = dataclasses.replace(verdict, message=f"{verdict.message}; worst slice {worst['slice']!r} "
                                                        f"({worst['metric']} {worst['candidate']:.4g})")
     return verdict
+
+
+def _json_safe(row: dict[str, Any]) -> dict[str, Any]:
+    # a candidate with NaN outputs has NaN metrics: JSON has no NaN, and its own check says why
+    return {k: None if isinstance(v, float) and not np.isfinite(v) else v for k, v in row.items()}
 
 
 def _labels(arrays: Mapping[str, np.ndarray], eval_data: Path, labels: str | Path | None) -> tuple[np.ndarray,
@@ -303,5 +310,6 @@ def _slice_rows(slices: np.ndarray, ours: np.ndarray, theirs: np.ndarray | None,
         key = entry["difference"] if entry["difference"] is not None else entry["candidate"]
         return -key if higher else key
 
+    judged = [s for s in judged if np.isfinite(badness(s))]
     worst = max(judged, key=badness) if judged else None
     return {"count": len(summary), "min_size": judging.min_slice_size, "slices": summary, "worst": worst}

@@ -143,6 +143,15 @@ def test_regression_outputs_are_judged_by_mae_and_rmse(diabetes_models, candidat
         assert verdict.check("mae.vs_champion").value > 0  # a larger error
 
 
+def test_a_candidate_with_nan_outputs_fails_rather_than_errs(diabetes_models, tmp_path):
+    built, data = diabetes_models
+    broken = models.linear_onnx(tmp_path / "nan.onnx", np.full((10, 1), np.nan), np.zeros(1))
+    verdict = _compare(broken, built["fitted"], data)
+    assert verdict.status == "fail"
+    assert "candidate.outputs_finite" in {c.name for c in verdict.failed_checks}
+    assert verdict.to_json()  # no NaN reaches the JSON
+
+
 def test_labels_from_a_separate_npy(digits_models, tmp_path):
     built, _data, split = digits_models
     np.savez(tmp_path / "inputs.npz", x=split.eval_x)
