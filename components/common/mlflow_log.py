@@ -326,10 +326,10 @@ class RegisteredOnnx:
 def fetch_registered_onnx(tracking: Tracking, name: str, alias: str, directory: Path) -> RegisteredOnnx | None:
     """Download the version `alias` points at and return its ONNX file; None when there is no such alias.
 
-    The file is found by digest, not by name: the version's artifacts are searched for the `.onnx` whose SHA-256
-    equals its `skewgate.onnx_sha256` tag, so a bare `onnx/<file>.onnx` folder and an MLflow Model directory
-    (`MLmodel` + `model.onnx`) both work. A version whose files do not match its evidence is an `InputError`:
-    nothing downloaded from the registry is trusted without it.
+    The file is found by digest, not by name: the version's artifacts are searched for the file whose SHA-256
+    equals its `skewgate.onnx_sha256` tag, so a bare `onnx/<file>` folder (a KFP output has no suffix) and an
+    MLflow Model directory (`MLmodel` + `model.onnx`) both work. A version whose files do not match its evidence
+    is an `InputError`: nothing downloaded from the registry is trusted without it.
     """
     from skewgate.common.io import sha256_file
 
@@ -349,11 +349,11 @@ def fetch_registered_onnx(tracking: Tracking, name: str, alias: str, directory: 
     source = tracking._call(lambda: tracking.client.get_model_version_download_uri(name, version))
     local = Path(tracking._call(lambda: mlflow.artifacts.download_artifacts(
         artifact_uri=source, dst_path=str(directory), tracking_uri=tracking.uri)))
-    candidates = sorted(local.rglob("*.onnx")) if local.is_dir() else [local]
+    candidates = sorted(p for p in local.rglob("*") if p.is_file()) if local.is_dir() else [local]
     digests = {path: sha256_file(path) for path in candidates}
     for path, digest in digests.items():
         if digest == expected:
             return RegisteredOnnx(name=name, version=version, alias=alias, path=path, sha256=digest, tags=tags)
     found = ", ".join(f"{p.relative_to(local) if p != local else p.name} sha256 {d}" for p, d in digests.items())
-    raise InputError(where, field="skewgate.onnx_sha256", expected=f"an .onnx file with sha256 {expected}",
-                     found=found or "no .onnx file in the version's artifacts")
+    raise InputError(where, field="skewgate.onnx_sha256", expected=f"a file with sha256 {expected}",
+                     found=found or "no file in the version's artifacts")

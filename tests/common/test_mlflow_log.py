@@ -92,7 +92,7 @@ def test_unreachable_server_gives_up_at_the_deadline():
     assert time.monotonic() - started < 15
 
 
-@pytest.mark.parametrize("layout", ["bare-folder", "mlflow-model"])
+@pytest.mark.parametrize("layout", ["bare-folder", "kfp-output-without-suffix", "mlflow-model"])
 def test_fetch_registered_onnx_finds_the_file_by_its_evidence_digest(tracking, tmp_path, tiny_onnx, layout):
     from skewgate.common.errors import InputError
     from skewgate.common.io import sha256_file
@@ -105,7 +105,7 @@ def test_fetch_registered_onnx_finds_the_file_by_its_evidence_digest(tracking, t
         (folder / "model.onnx").write_bytes(tiny_onnx.read_bytes())
         (folder / "decoy.onnx").write_bytes(b"not the model")
     else:
-        (folder / "tiny.onnx").write_bytes(tiny_onnx.read_bytes())
+        (folder / ("onnx_model" if layout.startswith("kfp") else "tiny.onnx")).write_bytes(tiny_onnx.read_bytes())
     with tracking.step_run("promote", pipeline_run_id=None) as run:
         run.tracking.client.log_artifacts(run.run_id, str(folder), "model")
         source = run.tracking.client.get_run(run.run_id).info.artifact_uri + "/model"
@@ -117,5 +117,5 @@ def test_fetch_registered_onnx_finds_the_file_by_its_evidence_digest(tracking, t
     assert found is not None and found.sha256 == sha256_file(tiny_onnx) and str(found.version) == "1"
     assert found.path.read_bytes() == tiny_onnx.read_bytes()
     client.set_model_version_tag("digits", "1", "skewgate.onnx_sha256", "0" * 64)
-    with pytest.raises(InputError, match=r"expected an \.onnx file with sha256 0000"):
+    with pytest.raises(InputError, match=r"expected a file with sha256 0000"):
         mlflow_log.fetch_registered_onnx(tracking, "digits", "champion", tmp_path / "again")
