@@ -18,6 +18,7 @@ COMMANDS = {
     "parity": ("skewgate.parity.cli", "PyTorch vs ORT FP32/INT8 vs Triton, layer by layer; `parity preprocess`"),
     "calibrate": ("skewgate.calibrate.cli", "outlier-aware INT8 calibration with an accuracy budget and FP32 fallback"),
     "probe": ("skewgate.probe.cli", "check a Triton deployment against the model; `probe serve`, `probe install`"),
+    "compare": ("skewgate.compare.cli", "candidate vs the registry's champion: metrics, churn, slices"),
     "promote": ("skewgate.promote.cli", "fail-closed registry promotion from signed verdicts"),
     "verify": ("skewgate.verify.cli", "re-check a champion's signed evidence from the registry alone"),
     "keys": ("skewgate.verify.keys", "generate the Ed25519 key pair that signs and checks verdicts"),

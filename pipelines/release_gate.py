@@ -1,4 +1,4 @@
-"""The release-gate pipeline: export → calibrate-int8 → (drift ∥ parity-diff ∥ triton-probe) → promote.
+"""The release-gate pipeline: export → calibrate-int8 → (drift ∥ parity-diff ∥ triton-probe ∥ compare) → promote.
 
 Promote runs last, uncached and never retried by KFP (a refusal is an answer, not a transient error); when it
 refuses, `gate_blocked` fails the run so the KFP UI and alerting show the block.
@@ -7,19 +7,20 @@ refuses, `gate_blocked` fails the run so the KFP UI and alerting show the block.
 from kfp import dsl
 
 from skewgate.calibrate.component import calibrate_op
+from skewgate.compare.component import compare_op
 from skewgate.drift.component import drift_op
 from skewgate.export.component import export_op
 from skewgate.parity.component import parity_op
 from skewgate.probe.component import triton_probe_op
 from skewgate.promote.component import gate_blocked, promote_op
 
-REQUIRED_STEPS = "export,calibrate,drift,parity,probe"
+REQUIRED_STEPS = "export,calibrate,drift,parity,probe,compare"
 
 
 @dsl.pipeline(
     name="skewgate-release-gate",
     description="Gate MLflow registry promotion of a PyTorch model on export, INT8 calibration, drift, "
-                "layerwise parity and a Triton probe.",
+                "layerwise parity, a Triton probe, and a comparison with the current champion.",
 )
 def release_gate(
     candidate_model: str,
@@ -36,6 +37,10 @@ def release_gate(
     max_accuracy_drop: float = 0.01,
     trusted_public_keys: str = "",
     allow_unsigned: bool = False,
+    compare_thresholds: str = "",
+    compare_confidence: float = 0.95,
+    compare_max_churn: float = -1.0,
+    compare_task: str = "auto",
 ) -> str:
     """`candidate_model`: URI of the `.pt2`; `eval_data`: URI of the `.npz` of example inputs; `reference_data`
     and `current_data`: URIs of the training and validation/recent serving features (Parquet, CSV or `.npz`);
@@ -44,6 +49,10 @@ def release_gate(
     `triton_url`: host:port of the Triton server to probe (empty: the probe step starts its own);
     `trusted_public_keys`: PEM public keys whose signatures promote accepts (the steps sign with the key at
     `$SKEWGATE_SIGNING_KEY`); `allow_unsigned`: accept unsigned evidence (local experiments only).
+    `compare_*`: the candidate against the `alias` version on `eval_data` (its `labels`, and `slices` when present):
+    thresholds as `skewgate compare --threshold`, `;`-separated (empty: the defaults), the bootstrap interval's
+    level, the largest share of changed top-1 answers (< 0: reported, not gated), and the task (auto, classification
+    or regression).
 
     Returns promote's status (`pass` = promoted); a refused promotion fails the run in `gate-blocked`.
     """
@@ -112,6 +121,21 @@ def release_gate(
     )
     probe.set_display_name("triton-probe")
 
+    compare = compare_op(
+        onnx_model=export.outputs["onnx_model"],
+        eval_data=data.output,
+        model_name=model_name,
+        tracking_uri=mlflow_tracking_uri,
+        alias=alias,
+        task=compare_task,
+        thresholds=compare_thresholds,
+        confidence=compare_confidence,
+        max_churn=compare_max_churn,
+        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+    )
+    compare.set_display_name("compare-champion")
+    compare.set_caching_options(False)  # the champion it compares against can move between runs
+
     # Evidence must come from this run: promote matches every verdict to the one its step logged in this
     # pipeline run, so a cached step (which logs nothing) would be refused. No gate is cached.
     for task in (export, calibrate, drift, parity, probe):
@@ -132,6 +156,8 @@ def release_gate(
         calibrate_attestation=calibrate.outputs["attestation"],
         trusted_public_keys=trusted_public_keys,
         allow_unsigned=allow_unsigned,
+        compare_verdict=compare.outputs["verdict"],
+        compare_attestation=compare.outputs["attestation"],
         model_name=model_name,
         tracking_uri=mlflow_tracking_uri,
         alias=alias,

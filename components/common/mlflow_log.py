@@ -492,3 +492,51 @@ def load_pytorch_model(uri: str) -> Any:
         return mlflow.pytorch.load_model(uri)
     except Exception as err:
         raise InputError(uri, expected="an MLflow pytorch model URI", found=f"{type(err).__name__}: {err}") from err
+
+
+@dataclass(frozen=True)
+class RegisteredOnnx:
+    """The ONNX file of one registered version, downloaded and matched to the digest promote recorded."""
+
+    name: str
+    version: str
+    alias: str
+    path: Path
+    sha256: str
+    tags: Mapping[str, str]
+
+
+def fetch_registered_onnx(tracking: Tracking, name: str, alias: str, directory: Path) -> RegisteredOnnx | None:
+    """Download the version `alias` points at and return its ONNX file; None when there is no such alias.
+
+    The file is found by digest, not by name: the version's artifacts are searched for the file whose SHA-256
+    equals its `skewgate.onnx_sha256` tag, so a bare `onnx/<file>` folder (a KFP output has no suffix) and an
+    MLflow Model directory (`MLmodel` + `model.onnx`) both work. A version whose files do not match its evidence
+    is an `InputError`: nothing downloaded from the registry is trusted without it.
+    """
+    from skewgate.common.io import sha256_file
+
+    version = alias_version(tracking, name, alias)
+    if version is None:
+        return None
+    where = f"models:/{name}/{version}"
+    tags = dict(tracking._call(lambda: tracking.client.get_model_version(name, version)).tags)
+    expected = tags.get("skewgate.onnx_sha256")
+    if not expected:
+        raise InputError(where, field="skewgate.onnx_sha256", expected="the SHA-256 tag promote writes",
+                         found="no such tag")
+    import mlflow.artifacts
+
+    # The version's own artifact location, not `models:/…`: mlflow resolves those against its process-wide
+    # registry URI, which need not be this one.
+    source = tracking._call(lambda: tracking.client.get_model_version_download_uri(name, version))
+    local = Path(tracking._call(lambda: mlflow.artifacts.download_artifacts(
+        artifact_uri=source, dst_path=str(directory), tracking_uri=tracking.uri)))
+    candidates = sorted(p for p in local.rglob("*") if p.is_file()) if local.is_dir() else [local]
+    digests = {path: sha256_file(path) for path in candidates}
+    for path, digest in digests.items():
+        if digest == expected:
+            return RegisteredOnnx(name=name, version=version, alias=alias, path=path, sha256=digest, tags=tags)
+    found = ", ".join(f"{p.relative_to(local) if p != local else p.name} sha256 {d}" for p, d in digests.items())
+    raise InputError(where, field="skewgate.onnx_sha256", expected=f"a file with sha256 {expected}",
+                     found=found or "no file in the version's artifacts")

@@ -1,8 +1,10 @@
-"""Train the demo CNN on scikit-learn's bundled 8×8 digits (no download) and save two candidates.
+"""Train the demo CNN on scikit-learn's bundled 8×8 digits (no download) and save three candidates.
 
 - `good.pt2`: exported in eval mode — the promotable candidate.
 - `defective.pt2`: the same weights exported while the model was still in training mode, so BatchNorm uses
   batch statistics and Dropout is active: the classic "96% in training, wrong in serving" defect.
+- `weak.pt2`: the same network trained on a fraction of the rows for a few epochs, exported in eval mode: a
+  faithful export of a worse model, which only a comparison with the champion can block.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ INPUT_NAME = "pixels"
 class DemoArtifacts:
     good: Path
     defective: Path
+    weak: Path
     examples: Path  # example inputs (named as the model's input) with their labels: export, parity, probe, eval
     calibration: Path  # INT8 calibration inputs, drawn from the training set
     reference: Path  # training features, the drift reference
     current: Path  # held-out features, the drift "current" in the release gate
     serving_bug: Path  # held-out features as a buggy serving path sends them: unscaled pixels (0..16)
     accuracy: float
+    weak_accuracy: float
 
 
 def _build_model():  # -> torch.nn.Module (torch is imported lazily)
@@ -48,9 +52,33 @@ def _build_model():  # -> torch.nn.Module (torch is imported lazily)
     return DigitsCNN()
 
 
+def _train(x: np.ndarray, y: np.ndarray, *, epochs: int):  # -> torch.nn.Module in eval mode
+    import torch
+
+    model = _build_model()
+    optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    for epoch in range(epochs):
+        model.train()
+        for batch in torch.randperm(len(xt)).split(64):
+            optimiser.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(xt[batch]), yt[batch])
+            loss.backward()
+            optimiser.step()
+        log.debug("epoch %d/%d loss %.3f", epoch + 1, epochs, loss.item())
+    return model.eval()
+
+
+def _accuracy(model, x: np.ndarray, y: np.ndarray) -> float:  # model: torch.nn.Module
+    import torch
+
+    with torch.no_grad():
+        return float((model(torch.from_numpy(x)).argmax(1).numpy() == y).mean())
+
+
 def train_and_save(workdir: Path, *, seed: int = 0, epochs: int = 15, examples: int = 256,
-                   calibration: int = 512) -> DemoArtifacts:
-    """Train (seeded, a few seconds on 2 cores), then save both candidates and the example inputs."""
+                   calibration: int = 512, weak_rows: int = 200, weak_epochs: int = 8) -> DemoArtifacts:
+    """Train (seeded, a few seconds on 2 cores), then save the three candidates and the example inputs."""
     import torch
     from sklearn.datasets import load_digits
 
@@ -61,20 +89,10 @@ def train_and_save(workdir: Path, *, seed: int = 0, epochs: int = 15, examples: 
     y = digits.target.astype(np.int64)
     order = rng.permutation(len(x))
     train, test = order[:1400], order[1400:]
-    model = _build_model()
-    optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
-    xt, yt = torch.from_numpy(x[train]), torch.from_numpy(y[train])
-    for epoch in range(epochs):
-        model.train()
-        for batch in torch.randperm(len(xt)).split(64):
-            optimiser.zero_grad()
-            loss = torch.nn.functional.cross_entropy(model(xt[batch]), yt[batch])
-            loss.backward()
-            optimiser.step()
-        log.debug("epoch %d/%d loss %.3f", epoch + 1, epochs, loss.item())
-    model.eval()
-    with torch.no_grad():
-        accuracy = float((model(torch.from_numpy(x[test])).argmax(1).numpy() == y[test]).mean())
+    model = _train(x[train], y[train], epochs=epochs)
+    accuracy = _accuracy(model, x[test], y[test])
+    weak = _train(x[train[:weak_rows]], y[train[:weak_rows]], epochs=weak_epochs)
+    weak_accuracy = _accuracy(weak, x[test], y[test])
 
     workdir.mkdir(parents=True, exist_ok=True)
     example = torch.from_numpy(x[test[:examples]])
@@ -86,6 +104,9 @@ def train_and_save(workdir: Path, *, seed: int = 0, epochs: int = 15, examples: 
         paths[name] = workdir / f"{name}.pt2"
         torch.export.save(program, str(paths[name]))
     model.eval()
+    paths["weak"] = workdir / "weak.pt2"
+    torch.export.save(torch.export.export(weak, (example,), dynamic_shapes={INPUT_NAME: {0: batch}}),
+                      str(paths["weak"]))
     files = {name: workdir / f"{name}.npz"
              for name in ("examples", "calibration", "reference", "current", "serving_bug")}
     np.savez(files["examples"], **{INPUT_NAME: x[test[:examples]], "labels": y[test[:examples]]})
@@ -93,7 +114,8 @@ def train_and_save(workdir: Path, *, seed: int = 0, epochs: int = 15, examples: 
     np.savez(files["reference"], **{INPUT_NAME: x[train]})
     np.savez(files["current"], **{INPUT_NAME: x[test]})
     np.savez(files["serving_bug"], **{INPUT_NAME: x[test] * 16.0})  # the serving path forgot to divide by 16
-    return DemoArtifacts(good=paths["good"], defective=paths["defective"], examples=files["examples"],
+    return DemoArtifacts(good=paths["good"], defective=paths["defective"], weak=paths["weak"],
+                         examples=files["examples"],
                          calibration=files["calibration"],
                          reference=files["reference"], current=files["current"], serving_bug=files["serving_bug"],
-                         accuracy=accuracy)
+                         accuracy=accuracy, weak_accuracy=weak_accuracy)

@@ -1,7 +1,7 @@
-"""`skewgate demo`: train the digits CNN, gate a good and a defective candidate through the release-gate
-pipeline (export, drift, layerwise parity, a real Triton server probed, promote) on kfp.local against an
-embedded MLflow store, then run the nightly drift check twice — on healthy serving data and on data from a
-serving path that forgot to scale the pixels — and show what happened."""
+"""`skewgate demo`: train the digits CNN, gate a good, a defective and a weak candidate through the release-gate
+pipeline (export, drift, layerwise parity, a real Triton server probed, comparison with the champion, promote)
+on kfp.local against an embedded MLflow store, then run the nightly drift check twice — on healthy serving data
+and on data from a serving path that forgot to scale the pixels — and show what happened."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         return 2
     log.info("training the digits CNN (seed %d)", args.seed)
     data = train_and_save(workdir / "candidates", seed=args.seed)
-    log.info("test accuracy in PyTorch: %.1f%%", 100 * data.accuracy)
+    log.info("test accuracy in PyTorch: %.1f%% (weak candidate: %.1f%%)", 100 * data.accuracy,
+             100 * data.weak_accuracy)
     tracking = mlflow_log.connect(tracking_uri, experiment=MODEL_NAME)
     public_key = _signing_keys(workdir / "keys")
     kfp_options = {"pipeline_root": workdir / "kfp", "log_file": workdir / "kfp.log"}
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
               "calibration_data": str(data.calibration), "reference_data": str(data.reference),
               "current_data": str(data.current), "model_name": MODEL_NAME, "mlflow_tracking_uri": tracking_uri,
               "trusted_public_keys": public_key})
-            for label, candidate in (("good", data.good), ("defective", data.defective))]
+            for label, candidate in (("good", data.good), ("defective", data.defective), ("weak", data.weak))]
     runs += [(f"nightly drift, {label} serving data", nightly_drift_local,
               {"serving_snapshot": str(snapshot), "model_name": MODEL_NAME, "mlflow_tracking_uri": tracking_uri})
              for label, snapshot in (("healthy", data.current), ("unscaled-pixels", data.serving_bug))]
@@ -79,10 +80,13 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     mlflow_bin = Path(sys.executable).with_name("mlflow")
     print(f"Open the results: {mlflow_bin} ui --backend-store-uri {tracking_uri} --port 5000  "
           "(then http://127.0.0.1:5000)")
+    # the weak candidate is a faithful export of a worse model: only compare (against the good one) blocks it
     expected = [{"export": "pass", "calibrate": "pass", "drift": "pass", "parity": "pass", "probe": "pass",
-                 "promote": "pass"},
+                 "compare": "pass", "promote": "pass"},
                 {"export": "fail", "calibrate": "pass", "drift": "pass", "parity": "fail", "probe": "pass",
-                 "promote": "fail"},
+                 "compare": "pass", "promote": "fail"},
+                {"export": "pass", "calibrate": "pass", "drift": "pass", "parity": "pass", "probe": "pass",
+                 "compare": "fail", "promote": "fail"},
                 {"nightly-drift": "pass"}, {"nightly-drift": "fail"}]
     if list(statuses.values()) != expected:
         print(f"demo: expected {expected}, got {list(statuses.values())}", file=sys.stderr)

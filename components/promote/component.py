@@ -20,6 +20,8 @@ def promote_op(
     parity_attestation: dsl.Input[dsl.Artifact],
     calibrate_verdict: dsl.Input[dsl.Artifact],
     calibrate_attestation: dsl.Input[dsl.Artifact],
+    compare_verdict: dsl.Input[dsl.Artifact],
+    compare_attestation: dsl.Input[dsl.Artifact],
     model_name: str,
     tracking_uri: str,
     verdict: dsl.Output[dsl.Artifact],
@@ -29,7 +31,7 @@ def promote_op(
     trusted_public_keys: str = "",
     allow_unsigned: bool = False,
     alias: str = "champion",
-    required_steps: str = "export,calibrate,drift,parity,probe",
+    required_steps: str = "export,calibrate,drift,parity,probe,compare",
     allow_warn: bool = False,
     pipeline_run_id: str = "",
 ) -> str:
@@ -53,7 +55,8 @@ def promote_op(
                                       "calibrate": (calibrate_verdict, calibrate_attestation),
                                       "drift": (drift_verdict, drift_attestation),
                                       "parity": (parity_verdict, parity_attestation),
-                                      "probe": (probe_verdict, probe_attestation)}.items():
+                                      "probe": (probe_verdict, probe_attestation),
+                                      "compare": (compare_verdict, compare_attestation)}.items():
             shutil.copy(found.path, verdicts_dir / f"{step}.json")
             shutil.copy(signed.path, verdicts_dir / f"{step}.intoto.jsonl")
         pems = re.findall(r"-----BEGIN PUBLIC KEY-----.+?-----END PUBLIC KEY-----", trusted_public_keys, re.S)

@@ -28,7 +28,7 @@ from skewgate.common.verdict import Check, Subject, Verdict
 
 log = logging.getLogger(__name__)
 STEP = "promote"
-REQUIRED_STEPS: tuple[str, ...] = ("export", "calibrate", "drift", "parity", "probe")
+REQUIRED_STEPS: tuple[str, ...] = ("export", "calibrate", "drift", "parity", "probe", "compare")
 OUTCOME_TAGS = ("skewgate.promotion.status", "skewgate.promotion.reason")
 
 

@@ -128,3 +128,32 @@ def test_unreachable_server_gives_up_at_the_deadline():
     with pytest.raises(BackendError, match="unreachable for 1s"):
         mlflow_log.connect(f"http://127.0.0.1:{free_port()}", experiment="x", deadline_s=1.0)
     assert time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize("layout", ["bare-folder", "kfp-output-without-suffix", "mlflow-model"])
+def test_fetch_registered_onnx_finds_the_file_by_its_evidence_digest(tracking, tmp_path, tiny_onnx, layout):
+    from skewgate.common.errors import InputError
+    from skewgate.common.io import sha256_file
+
+    assert mlflow_log.fetch_registered_onnx(tracking, "digits", "champion", tmp_path / "none") is None
+    folder = tmp_path / "upload"
+    folder.mkdir()
+    if layout == "mlflow-model":  # MLmodel + model.onnx, beside another .onnx that is not the judged one
+        (folder / "MLmodel").write_text("flavors:\n  onnx:\n    data: model.onnx\n")
+        (folder / "model.onnx").write_bytes(tiny_onnx.read_bytes())
+        (folder / "decoy.onnx").write_bytes(b"not the model")
+    else:
+        (folder / ("onnx_model" if layout.startswith("kfp") else "tiny.onnx")).write_bytes(tiny_onnx.read_bytes())
+    with tracking.step_run("promote", pipeline_run_id=None) as run:
+        run.tracking.client.log_artifacts(run.run_id, str(folder), "model")
+        source = run.tracking.client.get_run(run.run_id).info.artifact_uri + "/model"
+    client = tracking.client
+    client.create_registered_model("digits")
+    version = client.create_model_version("digits", source, tags={"skewgate.onnx_sha256": sha256_file(tiny_onnx)})
+    client.set_registered_model_alias("digits", "champion", version.version)
+    found = mlflow_log.fetch_registered_onnx(tracking, "digits", "champion", tmp_path / "download")
+    assert found is not None and found.sha256 == sha256_file(tiny_onnx) and str(found.version) == "1"
+    assert found.path.read_bytes() == tiny_onnx.read_bytes()
+    client.set_model_version_tag("digits", "1", "skewgate.onnx_sha256", "0" * 64)
+    with pytest.raises(InputError, match=r"expected a file with sha256 0000"):
+        mlflow_log.fetch_registered_onnx(tracking, "digits", "champion", tmp_path / "again")

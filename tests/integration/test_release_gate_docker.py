@@ -16,7 +16,7 @@ from tests.integration.conftest import signing_keys
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 NAME = "digits-cnn-docker"
-STEPS = {"export", "calibrate", "drift", "parity", "probe", "promote"}
+STEPS = {"export", "calibrate", "drift", "parity", "probe", "compare", "promote"}
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ def data(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def runs(data, mlflow_url, tmp_path_factory):
-    """good and defective release gates, then nightly drift on healthy and on unscaled serving data."""
+    """good, defective and weak release gates, then nightly drift on healthy and on unscaled serving data."""
     root = tmp_path_factory.mktemp("kfp")
     tracking = mlflow_log.connect(mlflow_url, experiment=NAME)
     public_key = signing_keys(tmp_path_factory.mktemp("keys"))
@@ -33,7 +33,7 @@ def runs(data, mlflow_url, tmp_path_factory):
                                "reference_data": str(data.reference), "current_data": str(data.current),
                                "model_name": NAME, "mlflow_tracking_uri": mlflow_url,
                                "trusted_public_keys": public_key})
-        for label in ("good", "defective")
+        for label in ("good", "defective", "weak")
     }
     plan |= {
         f"nightly-{label}": (nightly_drift_local, {"serving_snapshot": str(snapshot), "model_name": NAME,
@@ -57,7 +57,8 @@ def test_good_candidate_is_promoted_and_the_run_succeeds(runs, mlflow_url):
     run, _parent, verdicts = runs["good"]
     assert run.succeeded and run.output == "pass"
     assert _statuses(verdicts) == {"export": "pass", "calibrate": "pass", "drift": "pass", "parity": "pass",
-                                   "probe": "pass", "promote": "pass"}
+                                   "probe": "pass", "compare": "pass", "promote": "pass"}
+    assert "first promotion" in verdicts["compare"].check("champion").detail
     client = MlflowClient(mlflow_url)
     version = client.get_model_version_by_alias(NAME, "champion")
     assert version.version == verdicts["promote"].details["version"]
@@ -79,7 +80,7 @@ def test_defective_candidate_is_blocked_and_the_run_fails(runs, mlflow_url):
     run, _parent, verdicts = runs["defective"]
     assert not run.succeeded
     assert _statuses(verdicts) == {"export": "fail", "calibrate": "pass", "drift": "pass", "parity": "fail",
-                                   "probe": "pass", "promote": "fail"}
+                                   "probe": "pass", "compare": "pass", "promote": "fail"}
     # parity names where the training-mode graph departs from the exported one
     assert "first divergence" in verdicts["parity"].message or verdicts["parity"].failed_checks
     assert "lint.batchnorm_eval_mode" in verdicts["promote"].message
@@ -91,14 +92,31 @@ def test_defective_candidate_is_blocked_and_the_run_fails(runs, mlflow_url):
     assert client.get_model_version_by_alias(NAME, "champion").version == good_version
 
 
+def test_weak_candidate_is_blocked_by_compare_alone(runs, mlflow_url, data):
+    run, _parent, verdicts = runs["weak"]
+    assert data.weak_accuracy < data.accuracy - 0.03
+    assert not run.succeeded
+    assert _statuses(verdicts) == {"export": "pass", "calibrate": "pass", "drift": "pass", "parity": "pass",
+                                   "probe": "pass", "compare": "fail", "promote": "fail"}
+    compare = verdicts["compare"]
+    good_version = runs["good"][2]["promote"].details["version"]
+    assert compare.details["champion_version"] == good_version
+    assert compare.check("accuracy.vs_champion").value < 0
+    assert "regression beyond the allowance" in compare.check("accuracy.vs_champion").detail
+    assert "evidence.compare: status fail: failed: accuracy.vs_champion" in verdicts["promote"].message
+    assert MlflowClient(mlflow_url).get_model_version_by_alias(NAME, "champion").version == good_version
+
+
 def test_every_step_left_a_nested_run_with_metrics_and_artifacts(runs, mlflow_url):
     client = MlflowClient(mlflow_url)
     experiment = client.get_experiment_by_name(NAME).experiment_id
-    for label in ("good", "defective"):
+    for label in ("good", "defective", "weak"):
         parent = runs[label][1]
         children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{parent}'")
         steps = {c.data.tags["skewgate.step"]: c for c in children}
-        assert set(steps) == {"export", "calibrate", "drift", "parity", "probe", "promote"}
+        assert set(steps) == {"export", "calibrate", "drift", "parity", "probe", "compare", "promote"}
+        assert {a.path for a in client.list_artifacts(steps["compare"].info.run_id)} >= {
+            "compare.verdict.json", "comparison.json", "comparison.md"}
         assert "export.outputs_match.linear" in steps["export"].data.metrics
         assert {a.path for a in client.list_artifacts(steps["export"].info.run_id)} >= {
             "export.verdict.json", "checks.json", "tensor_stats.json"}
@@ -126,7 +144,7 @@ def test_nightly_drift_tags_the_champion_and_fails_on_drift(runs, mlflow_url):
 
 def test_promotion_log_holds_both_attempts(runs, mlflow_url):
     records = mlflow_log.read_promotion_log(mlflow_log.connect(mlflow_url, experiment=NAME))
-    assert [r["promoted"] for r in records] == [True, False]
+    assert [r["promoted"] for r in records] == [True, False, False]
 
 
 def test_the_champion_loads_with_pyfunc_and_predicts_what_onnxruntime_computes(runs, data, mlflow_url):

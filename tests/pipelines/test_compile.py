@@ -20,9 +20,10 @@ def test_pipeline_has_the_expected_tasks(spec):
     assert spec.pipeline_info.name == "skewgate-release-gate"
     tasks = spec.root.dag.tasks
     assert set(tasks) == {"importer", "importer-2", "importer-3", "importer-4", "importer-5", "export-op",
-                          "calibrate-op", "drift-op", "parity-op", "triton-probe-op", "promote-op", "condition-1"}
-    assert sorted(tasks["promote-op"].dependent_tasks) == ["calibrate-op", "drift-op", "export-op", "importer-2",
-                                                           "parity-op", "triton-probe-op"]
+                          "calibrate-op", "drift-op", "parity-op", "triton-probe-op", "compare-op", "promote-op",
+                          "condition-1"}
+    assert sorted(tasks["promote-op"].dependent_tasks) == ["calibrate-op", "compare-op", "drift-op", "export-op",
+                                                           "importer-2", "parity-op", "triton-probe-op"]
 
 
 def test_parity_judges_the_calibrated_int8_model(spec):
@@ -42,19 +43,34 @@ def test_promote_consumes_the_export_outputs(spec):
     assert artifacts["export_verdict"].task_output_artifact.output_artifact_key == "verdict"
     assert artifacts["drift_verdict"].task_output_artifact.producer_task == "drift-op"
     required = spec.root.dag.tasks["promote-op"].inputs.parameters["required_steps"]
-    assert required.runtime_value.constant.string_value == "export,calibrate,drift,parity,probe"
+    assert required.runtime_value.constant.string_value == "export,calibrate,drift,parity,probe,compare"
+    assert artifacts["compare_verdict"].task_output_artifact.producer_task == "compare-op"
     assert artifacts["calibrate_verdict"].task_output_artifact.producer_task == "calibrate-op"
     assert artifacts["parity_verdict"].task_output_artifact.producer_task == "parity-op"
     assert artifacts["probe_verdict"].task_output_artifact.producer_task == "triton-probe-op"
 
 
-@pytest.mark.parametrize("gate", ["export-op", "calibrate-op", "drift-op", "parity-op", "triton-probe-op"])
+@pytest.mark.parametrize("gate", ["export-op", "calibrate-op", "drift-op", "parity-op", "triton-probe-op",
+                                  "compare-op"])
 def test_every_gate_hands_promote_its_signed_envelope_and_is_never_cached(spec, gate):
     tasks = spec.root.dag.tasks
     step = {"triton-probe-op": "probe"}.get(gate, gate.removesuffix("-op"))
     attestation = tasks["promote-op"].inputs.artifacts[f"{step}_attestation"].task_output_artifact
     assert (attestation.producer_task, attestation.output_artifact_key) == (gate, "attestation")
     assert tasks[gate].caching_options.enable_cache is False  # promote needs evidence logged in this run
+
+
+def test_compare_judges_the_exported_model_on_the_eval_data_with_pipeline_thresholds(spec):
+    compare = spec.root.dag.tasks["compare-op"]
+    assert compare.inputs.artifacts["onnx_model"].task_output_artifact.producer_task == "export-op"
+    examples = spec.root.dag.tasks["export-op"].inputs.artifacts["example_inputs"].task_output_artifact.producer_task
+    assert compare.inputs.artifacts["eval_data"].task_output_artifact.producer_task == examples
+    assert compare.caching_options.enable_cache is False
+    bound = {name: p.component_input_parameter for name, p in compare.inputs.parameters.items()}
+    assert bound["thresholds"] == "compare_thresholds" and bound["max_churn"] == "compare_max_churn"
+    assert bound["confidence"] == "compare_confidence" and bound["alias"] == "alias"
+    params = spec.root.input_definitions.parameters
+    assert params["compare_max_churn"].default_value.number_value == -1.0
 
 
 def test_promote_is_uncached_and_not_retried(spec):

@@ -1,0 +1,1 @@
+"""compare: the candidate must not be worse than the champion it would replace (metrics, churn, slices)."""

@@ -1,0 +1,65 @@
+"""`skewgate compare --onnx CANDIDATE.onnx --model-name NAME [--alias champion] --eval EVAL.npz
+[--labels LABELS.npy] --report R.json`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import get_args
+
+from skewgate.common.cli_support import add_common_args, run_step
+from skewgate.common.verdict import Verdict
+from skewgate.compare.core import TaskChoice
+from skewgate.compare.run import DEFAULT_THRESHOLDS, CompareOptions
+
+_DEFAULTS = CompareOptions()
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    parser = parser or argparse.ArgumentParser(prog="skewgate compare")
+    parser.description = ("Run the candidate and the registry's champion on the same labelled eval set and block a "
+                          "candidate that is worse: accuracy/macro-F1 or MAE/RMSE with floors and a maximum "
+                          "regression called by a paired-bootstrap interval, churn, and the same per slice.")
+    parser.add_argument("--onnx", required=True, type=Path, help="the candidate ONNX file")
+    parser.add_argument("--model-name", required=True, help="registered model whose champion to beat")
+    parser.add_argument("--alias", default=_DEFAULTS.alias, help=f"(default: {_DEFAULTS.alias})")
+    parser.add_argument("--eval", required=True, type=Path,
+                        help=".npz of model inputs (+ `labels` unless --labels, + optional slice array)")
+    parser.add_argument("--labels", type=Path, help=".npy of labels (default: the eval file's `labels` array)")
+    parser.add_argument("--task", choices=get_args(TaskChoice), default=_DEFAULTS.task,
+                        help="classification or regression (default: from the output and label shapes)")
+    parser.add_argument("--output", help="graph output to judge (default: the first)")
+    parser.add_argument("--slice-key", default=_DEFAULTS.slice_key,
+                        help=f"eval array naming each sample's slice (default: {_DEFAULTS.slice_key})")
+    parser.add_argument("--threshold", action="append", default=[], metavar="METRIC:FIELD=VALUE[,…]",
+                        help="floor / max_regression / max_relative_regression per metric (repeatable; `none` "
+                             "removes a limit). Defaults: "
+                             + "; ".join(f"{m}: {t}" for m, t in DEFAULT_THRESHOLDS.items()))
+    parser.add_argument("--confidence", type=float, default=_DEFAULTS.confidence,
+                        help=f"bootstrap interval level (default: {_DEFAULTS.confidence})")
+    parser.add_argument("--resamples", type=int, default=_DEFAULTS.resamples,
+                        help=f"bootstrap resamples (default: {_DEFAULTS.resamples})")
+    parser.add_argument("--seed", type=int, default=_DEFAULTS.seed)
+    parser.add_argument("--max-churn", type=float, help="gate the share of changed top-1 answers (default: report)")
+    parser.add_argument("--min-slice-size", type=int, default=_DEFAULTS.min_slice_size,
+                        help=f"smaller slices are listed, not judged (default: {_DEFAULTS.min_slice_size})")
+    parser.add_argument("--markdown", type=Path, help="write the champion-vs-candidate table here")
+    add_common_args(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    args = build_parser(parser).parse_args(argv)
+
+    def evaluate(run: object) -> Verdict:
+        from skewgate.common.mlflow_log import StepRun
+        from skewgate.compare.run import parse_thresholds, run_compare
+
+        options = CompareOptions(alias=args.alias, task=args.task, output=args.output, slice_key=args.slice_key,
+                                 thresholds=parse_thresholds(args.threshold), confidence=args.confidence,
+                                 resamples=args.resamples, seed=args.seed, max_churn=args.max_churn,
+                                 min_slice_size=args.min_slice_size)
+        return run_compare(run if isinstance(run, StepRun) else None, onnx=args.onnx, model_name=args.model_name,
+                           eval_data=args.eval, labels=args.labels, options=options, markdown=args.markdown)
+
+    return run_step("compare", args, evaluate)

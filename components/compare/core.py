@@ -1,0 +1,315 @@
+"""Champion vs candidate on the same labelled eval set: a pure function over paths that returns a `Verdict`.
+
+Both ONNX files run in ONNX Runtime on the same inputs. Per metric (accuracy and macro-F1 for classifiers,
+MAE and RMSE for regression outputs): an optional absolute floor, and a maximum regression versus the champion
+(absolute and relative, as MLflow's `MetricThreshold`) called only when the whole paired-bootstrap interval of
+the difference lies beyond it. Churn (share of samples whose top-1 changes) is reported and optionally gated.
+With a `slices` array the same is judged per slice and the worst slice is named. No champion: `pass`, with a
+check that says there was nothing to compare against.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from skewgate.common.errors import InputError
+from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.runtime import run_by_name, session
+from skewgate.common.verdict import Check, Subject, Verdict
+from skewgate.compare.metrics import (
+    HIGHER_IS_BETTER,
+    METRICS,
+    Scorer,
+    Task,
+    classification_scorer,
+    paired_intervals,
+    point,
+    regression_scorer,
+)
+
+STEP = "compare"
+TaskChoice = Literal["auto", "classification", "regression"]
+BATCH = 512
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """Limits for one metric. `floor` is a minimum for accuracy/macro-F1 and a maximum for MAE/RMSE; a
+    regression versus the champion may be at most `max_regression` (absolute) and `max_relative_regression`
+    (a share of the champion's value); each that is None is not applied."""
+
+    floor: float | None = None
+    max_regression: float | None = None
+    max_relative_regression: float | None = None
+
+    def allowed(self, champion_value: float) -> float:
+        """The largest regression tolerated against a champion scoring `champion_value` (0 when none is set)."""
+        limits = [] if self.max_regression is None else [self.max_regression]
+        if self.max_relative_regression is not None:
+            limits.append(self.max_relative_regression * abs(champion_value))
+        return min(limits, default=0.0)
+
+
+@dataclass(frozen=True)
+class Champion:
+    """The champion's ONNX file, already matched to the digest its registry evidence records."""
+
+    path: Path
+    sha256: str
+    label: str  # for humans: "digits-cnn@champion (version 3)"
+
+
+@dataclass(frozen=True)
+class Judging:
+    thresholds: Mapping[str, Threshold]
+    confidence: float
+    resamples: int
+    seed: int
+    max_churn: float | None
+    min_slice_size: int
+
+
+def compare(*, candidate: str | Path, champion: Champion | None, eval_data: str | Path, labels: str | Path | None,
+            task: TaskChoice, output: str | None, slice_key: str, max_slices: int, judging: Judging) -> Verdict:
+    """Judge `candidate` against `champion` on `eval_data` (labels from `labels`, or its `labels` array)."""
+    candidate, eval_data = Path(candidate), Path(eval_data)
+    arrays = load_npz(eval_data)
+    targets, labels_sha = _labels(arrays, eval_data, labels)
+    slices = _slices(arrays, eval_data, slice_key, len(targets), max_slices)
+    ours = _predict(candidate, eval_data, output, len(targets))
+    kind = _task(task, ours, targets, eval_data)
+    data = {"eval": sha256_file(eval_data), **({"labels": labels_sha} if labels_sha else {})}
+    subject = Subject(artifact=str(candidate), sha256=sha256_file(candidate), data=data)
+    details: dict[str, Any] = {"task": kind, "samples": len(targets), "metrics": list(METRICS[kind]),
+                               "confidence": judging.confidence, "resamples": judging.resamples}
+    theirs = None
+    if champion is None:
+        checks = [Check("champion", passed=True, detail="no model version carries the alias: first promotion, "
+                                                        "nothing to compare against")]
+    else:
+        theirs = _predict(champion.path, eval_data, output, len(targets))
+        if theirs.shape != ours.shape:
+            raise InputError(champion.label, field="output", expected=f"the candidate's output shape {ours.shape}",
+                             found=f"shape {theirs.shape}: the champion answers a different question")
+        checks = [Check("champion", passed=True, detail=f"{champion.label}, sha256 {champion.sha256} matches its "
+                                                        "registry evidence")]
+        data["champion"] = champion.sha256
+        subject = dataclasses.replace(subject, data=data)
+        details["champion"] = {"label": champion.label, "sha256": champion.sha256}
+    checks.append(_finite(ours))
+    rows = _judge("", ours, theirs, targets, kind, judging)
+    if theirs is not None and kind == "classification":
+        checks.append(_churn(ours, theirs, judging.max_churn))
+    if slices is not None:
+        details["slices"] = _slice_rows(slices, ours, theirs, targets, kind, judging, rows)
+    checks += [row.pop("check") for row in rows if "check" in row]
+    details["table"] = [_json_safe(row) for row in rows]
+    if "slices" in details:
+        details["slices"]["slices"] = [_json_safe(row) for row in details["slices"]["slices"]]
+    verdict = Verdict.from_checks(STEP, checks, subject=subject, details=details)
+    worst = details.get("slices", {}).get("worst")
+    if worst is not None:
+        verdict = dataclasses.replace(verdict, message=f"{verdict.message}; worst slice {worst['slice']!r} "
+                                                       f"({worst['metric']} {worst['candidate']:.4g})")
+    return verdict
+
+
+def _json_safe(row: dict[str, Any]) -> dict[str, Any]:
+    # a candidate with NaN outputs has NaN metrics: JSON has no NaN, and its own check says why
+    return {k: None if isinstance(v, float) and not np.isfinite(v) else v for k, v in row.items()}
+
+
+def _labels(arrays: Mapping[str, np.ndarray], eval_data: Path, labels: str | Path | None) -> tuple[np.ndarray,
+                                                                                                   str | None]:
+    if labels is None:
+        if "labels" not in arrays:
+            raise InputError(eval_data, field="labels", expected="a `labels` array (or pass a labels .npy)",
+                             found=f"arrays {sorted(arrays)}")
+        return arrays["labels"], None
+    path = Path(labels)
+    try:
+        values = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise InputError(path, expected="a .npy array of labels", found=f"unreadable ({err})") from err
+    if not isinstance(values, np.ndarray):
+        raise InputError(path, expected="a .npy array of labels", found="an .npz archive")
+    return values, sha256_file(path)
+
+
+def _slices(arrays: Mapping[str, np.ndarray], eval_data: Path, key: str, n: int, limit: int) -> np.ndarray | None:
+    if key not in arrays:
+        return None
+    values = arrays[key]
+    if values.shape != (n,):
+        raise InputError(eval_data, field=key, expected=f"one slice value per sample, shape ({n},)",
+                         found=f"shape {values.shape}")
+    if len(np.unique(values)) > limit:
+        raise InputError(eval_data, field=key, expected=f"at most {limit} distinct slices",
+                         found=f"{len(np.unique(values))}")
+    return values
+
+
+def _predict(model_path: Path, eval_data: Path, output: str | None, n: int) -> np.ndarray:
+    model = load_onnx(model_path)
+    specs = onnx_input_specs(model)
+    arrays = load_npz(eval_data, expected=specs)
+    names = [o.name for o in model.graph.output]
+    name = output or names[0]
+    if name not in names:
+        raise InputError(model_path, field="output", expected=f"one of the outputs {names}", found=repr(name))
+    for spec in specs:
+        if len(arrays[spec.name]) != n:
+            raise InputError(eval_data, field=spec.name, expected=f"{n} samples (as many as labels)",
+                             found=f"{len(arrays[spec.name])}")
+    runner = session(model)
+    parts = [run_by_name(runner, {s.name: arrays[s.name][start:start + BATCH] for s in specs})[name]
+             for start in range(0, n, BATCH)]
+    return np.concatenate(parts)
+
+
+def _task(choice: TaskChoice, outputs: np.ndarray, targets: np.ndarray, eval_data: Path) -> Task:
+    """Classification: integer labels, one per sample, and a score per class; regression: float targets with
+    one value per output value. `auto` picks from these shapes and says which to declare when it cannot."""
+    n = len(targets)
+    classify = targets.dtype.kind in "iu" and targets.shape == (n,) and outputs.ndim == 2 and outputs.shape[1] > 1
+    regress = targets.dtype.kind == "f" and targets.size == outputs.size
+    kind: Task
+    if choice == "auto":
+        if classify == regress:
+            raise InputError(eval_data, field="labels", expected="integer class labels of shape (n,) with a "
+                             "(n, classes) output, or float targets as many as the outputs (else declare --task)",
+                             found=f"labels {targets.dtype}{list(targets.shape)}, output "
+                                   f"{outputs.dtype}{list(outputs.shape)}")
+        kind = "classification" if classify else "regression"
+    else:
+        kind = choice
+    if kind == "classification":
+        if not classify:
+            raise InputError(eval_data, field="labels", expected="integer labels (n,) and an (n, classes) output",
+                             found=f"labels {targets.dtype}{list(targets.shape)}, output {list(outputs.shape)}")
+        if targets.min() < 0 or targets.max() >= outputs.shape[1]:
+            raise InputError(eval_data, field="labels", expected=f"class indices in [0, {outputs.shape[1]})",
+                             found=f"values in [{targets.min()}, {targets.max()}]")
+    elif targets.size != outputs.size:
+        raise InputError(eval_data, field="labels", expected=f"{outputs.size} targets (one per output value)",
+                         found=f"{targets.size}")
+    return kind
+
+
+def _scorer(kind: Task, outputs: np.ndarray, targets: np.ndarray) -> Scorer:
+    if kind == "classification":
+        return classification_scorer(outputs, targets, outputs.shape[1])
+    return regression_scorer(outputs, targets.astype(np.float64))
+
+
+def _judge(prefix: str, ours: np.ndarray, theirs: np.ndarray | None, targets: np.ndarray, kind: Task,
+           judging: Judging) -> list[dict[str, Any]]:
+    """One table row per metric, each carrying the checks it produced (floor, vs_champion) under `check`."""
+    n = len(targets)
+    scorer = _scorer(kind, ours, targets)
+    values = point(scorer, n)
+    intervals: dict[str, tuple[float, float]] = {}
+    champion_values: dict[str, float] = {}
+    if theirs is not None:
+        champion_scorer = _scorer(kind, theirs, targets)
+        champion_values = point(champion_scorer, n)
+        intervals = paired_intervals(scorer, champion_scorer, n, resamples=judging.resamples, seed=judging.seed,
+                                     confidence=judging.confidence)
+    rows: list[dict[str, Any]] = []
+    for metric in METRICS[kind]:
+        threshold = judging.thresholds.get(metric, Threshold())
+        row: dict[str, Any] = {"slice": prefix.removeprefix("slice.").rstrip(".") or "(all)", "metric": metric,
+                               "samples": n, "candidate": values[metric], "champion": champion_values.get(metric)}
+        checks = []
+        if threshold.floor is not None:
+            checks.append(_floor(prefix + metric, values[metric], threshold.floor))
+        if metric in intervals:
+            champion = champion_values[metric]
+            allowed = threshold.allowed(champion)
+            low, high = intervals[metric]
+            row |= {"difference": values[metric] - champion, "ci_low": low, "ci_high": high, "allowed": allowed}
+            checks.append(_versus(prefix + metric, values[metric], champion, (low, high), allowed,
+                                  judging.confidence))
+        for check in checks:
+            rows.append({**row, "check": check, "passed": check.passed})
+        if not checks:
+            rows.append(row)
+    return rows
+
+
+def _floor(name: str, value: float, floor: float) -> Check:
+    higher = HIGHER_IS_BETTER[name.rsplit(".", 1)[-1]]
+    passed = value >= floor if higher else value <= floor
+    word = "floor" if higher else "ceiling"
+    return Check(f"{name}.floor", passed=bool(passed), value=value, limit=floor,
+                 detail=f"candidate {value:.4g}, {word} {floor:.4g}")
+
+
+def _versus(name: str, value: float, champion: float, interval: tuple[float, float], allowed: float,
+            confidence: float) -> Check:
+    """Fails only when the whole interval of the difference shows a regression larger than `allowed`."""
+    higher = HIGHER_IS_BETTER[name.rsplit(".", 1)[-1]]
+    low, high = interval
+    best_case = high if higher else -low  # the most favourable improvement the interval admits
+    passed = not best_case < -allowed
+    if passed:
+        verdict = "no regression beyond the allowance" if best_case >= 0 or low <= 0 <= high else \
+            "within the allowance"
+    else:
+        verdict = f"regression beyond the allowance of {allowed:.4g} at {confidence:.0%}"
+    return Check(f"{name}.vs_champion", passed=passed, value=value - champion, limit=allowed,
+                 detail=f"candidate {value:.4g} vs champion {champion:.4g}: difference {value - champion:+.4g}, "
+                        f"{confidence:.0%} interval [{low:+.4g}, {high:+.4g}]; {verdict}")
+
+
+def _finite(outputs: np.ndarray) -> Check:
+    bad = int((~np.isfinite(outputs)).sum()) if outputs.dtype.kind in "fc" else 0
+    return Check("candidate.outputs_finite", passed=bad == 0, value=bad, limit=0,
+                 detail=f"{bad} NaN/Inf values in the candidate's outputs" if bad else "all outputs finite")
+
+
+def _churn(ours: np.ndarray, theirs: np.ndarray, limit: float | None) -> Check:
+    churn = float(np.mean(ours.argmax(axis=1) != theirs.argmax(axis=1)))
+    if limit is None:
+        return Check("churn", passed=True, value=churn, detail=f"{churn:.2%} of samples change their top-1 "
+                                                               "(reported; not gated)")
+    return Check("churn", passed=churn <= limit, value=churn, limit=limit,
+                 detail=f"{churn:.2%} of samples change their top-1 (at most {limit:.2%} allowed)")
+
+
+def _slice_rows(slices: np.ndarray, ours: np.ndarray, theirs: np.ndarray | None, targets: np.ndarray,
+                kind: Task, judging: Judging, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Append each slice's rows (with their checks) to `rows`; return the slice summary, worst slice first."""
+    primary = METRICS[kind][0]
+    higher = HIGHER_IS_BETTER[primary]
+    summary: list[dict[str, Any]] = []
+    for value in np.unique(slices):
+        mask = slices == value
+        label = str(value.item() if hasattr(value, "item") else value)
+        size = int(mask.sum())
+        if size < judging.min_slice_size:
+            summary.append({"slice": label, "samples": size, "judged": False})
+            continue
+        found = _judge(f"slice.{label}.", ours[mask], None if theirs is None else theirs[mask], targets[mask], kind,
+                       judging)
+        rows += found
+        first = next(r for r in found if r["metric"] == primary)
+        summary.append({"slice": label, "samples": size, "judged": True, "metric": primary,
+                        "candidate": first["candidate"], "champion": first["champion"],
+                        "difference": first.get("difference")})
+    judged = [s for s in summary if s["judged"]]
+
+    def badness(entry: dict[str, Any]) -> float:
+        # worst = largest drop against the champion; without one, the lowest score (highest error)
+        key = entry["difference"] if entry["difference"] is not None else entry["candidate"]
+        return -key if higher else key
+
+    judged = [s for s in judged if np.isfinite(badness(s))]
+    worst = max(judged, key=badness) if judged else None
+    return {"count": len(summary), "min_size": judging.min_slice_size, "slices": summary, "worst": worst}
