@@ -11,6 +11,7 @@ from typing import Any
 from kfp import dsl
 
 from skewgate.drift.component import drift_blocked, nightly_drift_op
+from skewgate.pipelines.finalize import add_finisher
 
 
 def build_nightly_drift(*, run_date: str) -> Any:
@@ -21,23 +22,25 @@ def build_nightly_drift(*, run_date: str) -> Any:
     def nightly_drift(serving_snapshot: str, model_name: str, mlflow_tracking_uri: str,
                       alias: str = "champion") -> str:
         """`serving_snapshot`: URI of a Parquet/CSV/.npz snapshot with the training features' columns."""
-        snapshot = dsl.importer(artifact_uri=serving_snapshot, artifact_class=dsl.Dataset, reimport=True)
-        snapshot.set_display_name("serving-snapshot")
-        check = nightly_drift_op(
-            serving_snapshot=snapshot.output,
-            model_name=model_name,
-            tracking_uri=mlflow_tracking_uri,
-            alias=alias,
-            run_date=run_date,
-            pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-        )
-        check.set_display_name("nightly-drift")
-        check.set_caching_options(False)
-        with dsl.If(check.outputs["Output"] == "fail", name="drift-detected"):
-            blocked = drift_blocked(verdict=check.outputs["verdict"])
-            blocked.set_display_name("drift-blocked")
-            blocked.set_caching_options(False)
-        return check.outputs["Output"]
+        finisher = add_finisher(pipeline="nightly-drift", tracking_uri=mlflow_tracking_uri, experiment=model_name)
+        with dsl.ExitHandler(finisher, name="nightly-drift"):
+            snapshot = dsl.importer(artifact_uri=serving_snapshot, artifact_class=dsl.Dataset, reimport=True)
+            snapshot.set_display_name("serving-snapshot")
+            check = nightly_drift_op(
+                serving_snapshot=snapshot.output,
+                model_name=model_name,
+                tracking_uri=mlflow_tracking_uri,
+                alias=alias,
+                run_date=run_date,
+                pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            )
+            check.set_display_name("nightly-drift")
+            check.set_caching_options(False)
+            with dsl.If(check.outputs["Output"] == "fail", name="drift-detected"):
+                blocked = drift_blocked(verdict=check.outputs["verdict"])
+                blocked.set_display_name("drift-blocked")
+                blocked.set_caching_options(False)
+        return finisher.output
 
     return nightly_drift
 

@@ -10,6 +10,7 @@ from skewgate.calibrate.component import calibrate_op
 from skewgate.drift.component import drift_op
 from skewgate.export.component import export_op
 from skewgate.parity.component import parity_op
+from skewgate.pipelines.finalize import add_finisher
 from skewgate.probe.component import triton_probe_op
 from skewgate.promote.component import gate_blocked, promote_op
 
@@ -41,92 +42,96 @@ def release_gate(
     array in `eval_data`); `max_accuracy_drop`: the INT8 accuracy budget;
     `triton_url`: host:port of the Triton server to probe (empty: the probe step starts its own).
 
-    Returns promote's status (`pass` = promoted); a refused promotion fails the run in `gate-blocked`.
+    Returns the outcome (`promoted`) that the exit handler `finish-mlflow-run` also writes to the MLflow parent
+    run; a refused promotion fails the run in `gate-blocked` (outcome `blocked`).
     """
-    model = dsl.importer(artifact_uri=candidate_model, artifact_class=dsl.Model, reimport=True)
-    model.set_display_name("candidate-model")
-    data = dsl.importer(artifact_uri=eval_data, artifact_class=dsl.Dataset, reimport=True)
-    data.set_display_name("eval-data")
+    # The exit handler ends the run's MLflow parent run with the outcome, however the tasks below end.
+    finisher = add_finisher(pipeline="release-gate", tracking_uri=mlflow_tracking_uri, experiment=model_name)
+    with dsl.ExitHandler(finisher, name="release-gate"):
+        model = dsl.importer(artifact_uri=candidate_model, artifact_class=dsl.Model, reimport=True)
+        model.set_display_name("candidate-model")
+        data = dsl.importer(artifact_uri=eval_data, artifact_class=dsl.Dataset, reimport=True)
+        data.set_display_name("eval-data")
 
-    export = export_op(
-        model=model.output,
-        example_inputs=data.output,
-        tracking_uri=mlflow_tracking_uri,
-        experiment=model_name,
-        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-        max_samples=max_samples,
-    )
-    export.set_display_name("export")
+        export = export_op(
+            model=model.output,
+            example_inputs=data.output,
+            tracking_uri=mlflow_tracking_uri,
+            experiment=model_name,
+            pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            max_samples=max_samples,
+        )
+        export.set_display_name("export")
 
-    calibration = dsl.importer(artifact_uri=calibration_data, artifact_class=dsl.Dataset, reimport=True)
-    calibration.set_display_name("calibration-data")
-    calibrate = calibrate_op(
-        onnx_model=export.outputs["onnx_model"],
-        calibration_data=calibration.output,
-        eval_data=data.output,
-        max_accuracy_drop=max_accuracy_drop,
-        tracking_uri=mlflow_tracking_uri,
-        experiment=model_name,
-        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-    )
-    calibrate.set_display_name("calibrate-int8")
+        calibration = dsl.importer(artifact_uri=calibration_data, artifact_class=dsl.Dataset, reimport=True)
+        calibration.set_display_name("calibration-data")
+        calibrate = calibrate_op(
+            onnx_model=export.outputs["onnx_model"],
+            calibration_data=calibration.output,
+            eval_data=data.output,
+            max_accuracy_drop=max_accuracy_drop,
+            tracking_uri=mlflow_tracking_uri,
+            experiment=model_name,
+            pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        )
+        calibrate.set_display_name("calibrate-int8")
 
-    reference = dsl.importer(artifact_uri=reference_data, artifact_class=dsl.Dataset, reimport=True)
-    reference.set_display_name("reference-data")
-    current = dsl.importer(artifact_uri=current_data, artifact_class=dsl.Dataset, reimport=True)
-    current.set_display_name("current-data")
-    drift = drift_op(
-        reference_data=reference.output,
-        current_data=current.output,
-        onnx_model=export.outputs["onnx_model"],
-        tracking_uri=mlflow_tracking_uri,
-        experiment=model_name,
-        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-    )
-    drift.set_display_name("drift-gate")
+        reference = dsl.importer(artifact_uri=reference_data, artifact_class=dsl.Dataset, reimport=True)
+        reference.set_display_name("reference-data")
+        current = dsl.importer(artifact_uri=current_data, artifact_class=dsl.Dataset, reimport=True)
+        current.set_display_name("current-data")
+        drift = drift_op(
+            reference_data=reference.output,
+            current_data=current.output,
+            onnx_model=export.outputs["onnx_model"],
+            tracking_uri=mlflow_tracking_uri,
+            experiment=model_name,
+            pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        )
+        drift.set_display_name("drift-gate")
 
-    parity = parity_op(
-        torch_model=model.output,
-        onnx_model=export.outputs["onnx_model"],
-        int8_model=calibrate.outputs["int8_model"],
-        eval_data=data.output,
-        triton_url=triton_url,
-        triton_model=model_name,
-        tracking_uri=mlflow_tracking_uri,
-        experiment=model_name,
-        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-    )
-    parity.set_display_name("parity-diff")
+        parity = parity_op(
+            torch_model=model.output,
+            onnx_model=export.outputs["onnx_model"],
+            int8_model=calibrate.outputs["int8_model"],
+            eval_data=data.output,
+            triton_url=triton_url,
+            triton_model=model_name,
+            tracking_uri=mlflow_tracking_uri,
+            experiment=model_name,
+            pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        )
+        parity.set_display_name("parity-diff")
 
-    probe = triton_probe_op(
-        onnx_model=export.outputs["onnx_model"],
-        probe_inputs=data.output,
-        model_name=model_name,
-        triton_url=triton_url,
-        tracking_uri=mlflow_tracking_uri,
-        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-    )
-    probe.set_display_name("triton-probe")
+        probe = triton_probe_op(
+            onnx_model=export.outputs["onnx_model"],
+            probe_inputs=data.output,
+            model_name=model_name,
+            triton_url=triton_url,
+            tracking_uri=mlflow_tracking_uri,
+            pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        )
+        probe.set_display_name("triton-probe")
 
-    promote = promote_op(
-        onnx_model=export.outputs["onnx_model"],
-        export_verdict=export.outputs["verdict"],
-        drift_verdict=drift.outputs["verdict"],
-        probe_verdict=probe.outputs["verdict"],
-        parity_verdict=parity.outputs["verdict"],
-        calibrate_verdict=calibrate.outputs["verdict"],
-        model_name=model_name,
-        tracking_uri=mlflow_tracking_uri,
-        alias=alias,
-        required_steps=REQUIRED_STEPS,
-        allow_warn=allow_warn,
-        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-    )
-    promote.set_display_name("promote")
-    promote.set_caching_options(False)
+        promote = promote_op(
+            onnx_model=export.outputs["onnx_model"],
+            export_verdict=export.outputs["verdict"],
+            drift_verdict=drift.outputs["verdict"],
+            probe_verdict=probe.outputs["verdict"],
+            parity_verdict=parity.outputs["verdict"],
+            calibrate_verdict=calibrate.outputs["verdict"],
+            model_name=model_name,
+            tracking_uri=mlflow_tracking_uri,
+            alias=alias,
+            required_steps=REQUIRED_STEPS,
+            allow_warn=allow_warn,
+            pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        )
+        promote.set_display_name("promote")
+        promote.set_caching_options(False)
 
-    with dsl.If(promote.outputs["Output"] != "pass", name="promotion-refused"):
-        blocked = gate_blocked(verdict=promote.outputs["verdict"])
-        blocked.set_display_name("gate-blocked")
-        blocked.set_caching_options(False)
-    return promote.outputs["Output"]
+        with dsl.If(promote.outputs["Output"] != "pass", name="promotion-refused"):
+            blocked = gate_blocked(verdict=promote.outputs["verdict"])
+            blocked.set_display_name("gate-blocked")
+            blocked.set_caching_options(False)
+    return finisher.output
