@@ -28,6 +28,24 @@ def load_pipeline(name: str, *, local: bool = False) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+def build_pipeline(name: str, *, resources_file: Path | None, variant: str) -> Any:
+    """The pipeline built with these resources (`compile`); the nightly drift has no GPU step."""
+    if name == "release-gate":
+        from skewgate.pipelines.release_gate import build_release_gate
+
+        return build_release_gate(resources_file=resources_file, variant="gpu" if variant == "gpu" else "cpu")
+    if variant == "gpu":
+        from skewgate.common.errors import InputError
+
+        raise InputError("--variant", expected="cpu for the nightly drift pipeline (it has no GPU step)",
+                         found=variant)
+    from kfp import dsl
+
+    from skewgate.pipelines.nightly_drift import build_nightly_drift
+
+    return build_nightly_drift(run_date=dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER, resources_file=resources_file)
+
+
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="skewgate pipeline")
     parser.description = __doc__
@@ -37,6 +55,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     compile_ = sub.add_parser("compile", help="write the pipeline YAML for the KFP UI")
     compile_.add_argument("--pipeline", choices=sorted(PIPELINES), default="release-gate")
     compile_.add_argument("--out", type=Path, required=True, help="YAML file to write")
+    compile_.add_argument("--resources", type=Path, metavar="FILE",
+                          help="JSON of per-step CPU/memory/accelerator overrides, e.g. "
+                               "'{\"parity\": {\"memory_limit\": \"8Gi\"}}' (default: $SKEWGATE_RESOURCES)")
+    compile_.add_argument("--variant", choices=["cpu", "gpu"], default="cpu",
+                          help="gpu: calibrate, parity and the probe take a GPU and $SKEWGATE_GPU_IMAGE "
+                               "(release gate only)")
 
     run = sub.add_parser("run", help="run a pipeline locally (kfp.local, no cluster)")
     run.add_argument("--local", action="store_true", required=True, help="run with kfp.local (required)")
@@ -82,14 +106,21 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     from skewgate.common.cli_support import configure_logging
 
     configure_logging()
-    pipeline = load_pipeline(args.pipeline, local=args.action == "run") if args.action != "schedule" else None
     if args.action == "compile":
         from kfp import compiler
 
+        from skewgate.common.errors import InputError
+
+        try:
+            pipeline = build_pipeline(args.pipeline, resources_file=args.resources, variant=args.variant)
+        except InputError as err:
+            print(f"skewgate pipeline compile: {err}", file=sys.stderr)
+            return 2
         args.out.parent.mkdir(parents=True, exist_ok=True)
         compiler.Compiler().compile(pipeline, str(args.out))
         print(f"wrote {args.out}", file=sys.stderr)
         return 0
+    pipeline = load_pipeline(args.pipeline, local=args.action == "run") if args.action != "schedule" else None
     if args.action == "run":
         from skewgate.pipelines.local import run_locally
 

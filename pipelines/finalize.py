@@ -5,9 +5,12 @@ left RUNNING. An exit task may not read outputs of the tasks it guards, so it re
 to MLflow (`mlflow_log.finish_pipeline_run`) and KFP's final status of the guarded tasks.
 """
 
+from typing import Any
+
 from kfp import dsl
 
 from skewgate.images import IMAGE
+from skewgate.pipelines.resources import apply
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
@@ -30,11 +33,13 @@ def finish_run_op(
     return outcome.label
 
 
-def add_finisher(*, pipeline: str, tracking_uri: str, experiment: str) -> dsl.PipelineTask:
+def add_finisher(*, pipeline: str, tracking_uri: str, experiment: str, resources: Any = None) -> dsl.PipelineTask:
     """The exit task, uncached (its answer is about this run) and labelled for the KFP UI; use it as
     `with dsl.ExitHandler(add_finisher(...)):` around the pipeline's tasks."""
     task = finish_run_op(pipeline=pipeline, tracking_uri=tracking_uri, experiment=experiment,
                          pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER)
     task.set_display_name("finish-mlflow-run")
     task.set_caching_options(False)
+    if resources is not None:
+        apply(task, "finish", resources)
     return task
