@@ -85,6 +85,11 @@ def main() -> int:
                 (verdicts / "keep").mkdir(exist_ok=True)
             if step in {"calibrate", "drift", "parity", "probe"} and (verdicts / f"{step}.json").exists():
                 (verdicts / f"{step}.json").rename(verdicts / "keep" / f"{step}.json")
+        # the exit handler: connect to MLflow, read the verdicts, end the parent run
+        finish = (f"from skewgate.common import mlflow_log as m; t = m.connect({track[1]!r}, "
+                  "experiment='digits-mem'); m.finish_pipeline_run(t, 'memory', pipeline='release-gate')")
+        peak, seconds, code = measure([sys.executable, "-c", finish])
+        print(f"{'finish':<10} {peak:>9.0f} {seconds:>8.1f}  {code}", flush=True)
     return 0
 
 

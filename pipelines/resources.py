@@ -41,17 +41,20 @@ def _r(cpu: str, cpu_limit: str, memory: str, memory_limit: str) -> StepResource
     return StepResources(cpu_request=cpu, cpu_limit=cpu_limit, memory_request=memory, memory_limit=memory_limit)
 
 
-# Requests ≈ measured peak + headroom, limits ≈ 2x requests (see the README's table for the measured peaks).
+# Peak memory measured on the demo's inputs (benchmarks/step_memory.py; README: resources table): export 613 MiB,
+# calibrate 328, drift 430, parity 591, probe 379 (tritonserver included), promote 244, finish 231, gate-blocked
+# 81. Requests are about 1.5-2x the peak, limits 2x the request; one CPU for the steps that compute, less for the
+# others.
 DEFAULTS: Mapping[str, StepResources] = {
-    "export": _r("1", "2", "1536Mi", "3Gi"),
-    "calibrate": _r("1", "2", "1536Mi", "3Gi"),
-    "drift": _r("1", "2", "1Gi", "2Gi"),
-    "parity": _r("1", "2", "1536Mi", "3Gi"),
-    "probe": _r("1", "2", "1536Mi", "3Gi"),  # the step and the tritonserver it may start, in one container
-    "promote": _r("500m", "1", "1Gi", "2Gi"),
-    "nightly-drift": _r("1", "2", "1Gi", "2Gi"),
+    "export": _r("1", "2", "1Gi", "2Gi"),
+    "calibrate": _r("1", "2", "768Mi", "1536Mi"),
+    "drift": _r("1", "2", "768Mi", "1536Mi"),  # memory bounded by the record-batch size, not by rows
+    "parity": _r("1", "2", "1Gi", "2Gi"),
+    "probe": _r("1", "2", "768Mi", "1536Mi"),  # the step and the tritonserver it may start, in one container
+    "promote": _r("500m", "1", "512Mi", "1Gi"),
+    "nightly-drift": _r("1", "2", "768Mi", "1536Mi"),
     "blocked": _r("100m", "500m", "256Mi", "512Mi"),  # gate-blocked / drift-blocked: read a verdict, fail
-    "finish": _r("250m", "1", "768Mi", "1536Mi"),  # the exit handler: MLflow client only
+    "finish": _r("250m", "1", "384Mi", "768Mi"),  # the exit handler: the MLflow client only
 }
 STEPS = tuple(DEFAULTS)
 

@@ -146,9 +146,9 @@ def test_resources_are_overridable_at_compile_time(tmp_path):
     override = tmp_path / "resources.json"
     override.write_text('{"parity": {"memory_limit": "8Gi", "cpu_request": "3"}}')
     resources = _resources(_compile(tmp_path, "--resources", str(override)))
-    assert resources["exec-parity-op"][1:4] == ("2", "1536Mi", "8Gi")
+    assert resources["exec-parity-op"][1:4] == ("2", "1Gi", "8Gi")
     assert resources["exec-parity-op"][0] == "3"
-    assert resources["exec-export-op"][2] == "1536Mi"  # the other steps keep their defaults
+    assert resources["exec-export-op"][2] == "1Gi"  # the other steps keep their defaults
 
 
 @pytest.mark.parametrize(("content", "named"), [
