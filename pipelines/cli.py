@@ -71,6 +71,14 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
     submit = sub.add_parser("submit", help="submit a run to a KFP API server (kfp.Client)")
     submit.add_argument("--host", required=True, help="KFP API endpoint, e.g. https://kubeflow.example/pipeline")
+    finish = sub.add_parser("finish", help="end a pipeline run's MLflow parent run with its outcome (what the "
+                                           "pipelines' exit handler does; for steps run as CLIs under one "
+                                           "--pipeline-run-id)")
+    finish.add_argument("--pipeline", choices=sorted(PIPELINES), default="release-gate")
+    finish.add_argument("--pipeline-run-id", required=True, help="the id the steps were run with")
+    finish.add_argument("--experiment", required=True, help="MLflow experiment (the registered model's name)")
+    finish.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", ""),
+                        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI)")
     schedule = sub.add_parser("schedule", help="upload both pipelines and create the nightly drift recurring run")
     schedule.add_argument("--host", required=True, help="KFP API endpoint, e.g. https://kubeflow.example/pipeline")
     schedule.add_argument("--cron", default="0 0 2 * * *",
@@ -120,6 +128,8 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         compiler.Compiler().compile(pipeline, str(args.out))
         print(f"wrote {args.out}", file=sys.stderr)
         return 0
+    if args.action == "finish":
+        return _finish(args)
     pipeline = load_pipeline(args.pipeline, local=args.action == "run") if args.action != "schedule" else None
     if args.action == "run":
         from skewgate.pipelines.local import run_locally
@@ -157,6 +167,25 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
                                                experiment_name=args.experiment)
     print(run.run_id)
     return 0
+
+
+def _finish(args: argparse.Namespace) -> int:
+    """Exit 0 when the run's outcome is a success (promoted / no drift), 1 when not, 2 when MLflow failed."""
+    from skewgate.common import mlflow_log
+    from skewgate.common.errors import SkewgateError
+
+    if not args.tracking_uri:
+        print("skewgate pipeline finish: --tracking-uri: expected an MLflow tracking URI, found none",
+              file=sys.stderr)
+        return 2
+    try:
+        tracking = mlflow_log.connect(args.tracking_uri, experiment=args.experiment)
+        outcome = mlflow_log.finish_pipeline_run(tracking, args.pipeline_run_id, pipeline=args.pipeline)
+    except SkewgateError as err:
+        print(f"skewgate pipeline finish: {err}", file=sys.stderr)
+        return 2
+    print(f"{outcome.label}: {outcome.reason}")
+    return 0 if outcome.succeeded else 1
 
 
 def _client(host: str) -> Any:
