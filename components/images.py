@@ -10,3 +10,5 @@ import os
 _name = os.environ.get("SKEWGATE_IMAGE", "skewgate:0.1.0")
 _digest = os.environ.get("SKEWGATE_IMAGE_DIGEST", "")
 IMAGE = f"{_name}@{_digest}" if _digest else _name
+# The GPU variant's image (docker/Dockerfile.gpu), for the steps that take a GPU in the GPU variant pipeline.
+GPU_IMAGE = os.environ.get("SKEWGATE_GPU_IMAGE", "skewgate-gpu:0.1.0")

@@ -28,6 +28,24 @@ def load_pipeline(name: str, *, local: bool = False) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+def build_pipeline(name: str, *, resources_file: Path | None, variant: str) -> Any:
+    """The pipeline built with these resources (`compile`); the nightly drift has no GPU step."""
+    if name == "release-gate":
+        from skewgate.pipelines.release_gate import build_release_gate
+
+        return build_release_gate(resources_file=resources_file, variant="gpu" if variant == "gpu" else "cpu")
+    if variant == "gpu":
+        from skewgate.common.errors import InputError
+
+        raise InputError("--variant", expected="cpu for the nightly drift pipeline (it has no GPU step)",
+                         found=variant)
+    from kfp import dsl
+
+    from skewgate.pipelines.nightly_drift import build_nightly_drift
+
+    return build_nightly_drift(run_date=dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER, resources_file=resources_file)
+
+
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="skewgate pipeline")
     parser.description = __doc__
@@ -37,6 +55,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     compile_ = sub.add_parser("compile", help="write the pipeline YAML for the KFP UI")
     compile_.add_argument("--pipeline", choices=sorted(PIPELINES), default="release-gate")
     compile_.add_argument("--out", type=Path, required=True, help="YAML file to write")
+    compile_.add_argument("--resources", type=Path, metavar="FILE",
+                          help="JSON of per-step CPU/memory/accelerator overrides, e.g. "
+                               "'{\"parity\": {\"memory_limit\": \"8Gi\"}}' (default: $SKEWGATE_RESOURCES)")
+    compile_.add_argument("--variant", choices=["cpu", "gpu"], default="cpu",
+                          help="gpu: calibrate, parity and the probe take a GPU and $SKEWGATE_GPU_IMAGE "
+                               "(release gate only)")
 
     run = sub.add_parser("run", help="run a pipeline locally (kfp.local, no cluster)")
     run.add_argument("--local", action="store_true", required=True, help="run with kfp.local (required)")
@@ -47,6 +71,14 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
     submit = sub.add_parser("submit", help="submit a run to a KFP API server (kfp.Client)")
     submit.add_argument("--host", required=True, help="KFP API endpoint, e.g. https://kubeflow.example/pipeline")
+    finish = sub.add_parser("finish", help="end a pipeline run's MLflow parent run with its outcome (what the "
+                                           "pipelines' exit handler does; for steps run as CLIs under one "
+                                           "--pipeline-run-id)")
+    finish.add_argument("--pipeline", choices=sorted(PIPELINES), default="release-gate")
+    finish.add_argument("--pipeline-run-id", required=True, help="the id the steps were run with")
+    finish.add_argument("--experiment", required=True, help="MLflow experiment (the registered model's name)")
+    finish.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", ""),
+                        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI)")
     schedule = sub.add_parser("schedule", help="upload both pipelines and create the nightly drift recurring run")
     schedule.add_argument("--host", required=True, help="KFP API endpoint, e.g. https://kubeflow.example/pipeline")
     schedule.add_argument("--cron", default="0 0 2 * * *",
@@ -82,14 +114,23 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     from skewgate.common.cli_support import configure_logging
 
     configure_logging()
-    pipeline = load_pipeline(args.pipeline, local=args.action == "run") if args.action != "schedule" else None
     if args.action == "compile":
         from kfp import compiler
 
+        from skewgate.common.errors import InputError
+
+        try:
+            pipeline = build_pipeline(args.pipeline, resources_file=args.resources, variant=args.variant)
+        except InputError as err:
+            print(f"skewgate pipeline compile: {err}", file=sys.stderr)
+            return 2
         args.out.parent.mkdir(parents=True, exist_ok=True)
         compiler.Compiler().compile(pipeline, str(args.out))
         print(f"wrote {args.out}", file=sys.stderr)
         return 0
+    if args.action == "finish":
+        return _finish(args)
+    pipeline = load_pipeline(args.pipeline, local=args.action == "run") if args.action != "schedule" else None
     if args.action == "run":
         from skewgate.pipelines.local import run_locally
 
@@ -126,6 +167,25 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
                                                experiment_name=args.experiment)
     print(run.run_id)
     return 0
+
+
+def _finish(args: argparse.Namespace) -> int:
+    """Exit 0 when the run's outcome is a success (promoted / no drift), 1 when not, 2 when MLflow failed."""
+    from skewgate.common import mlflow_log
+    from skewgate.common.errors import SkewgateError
+
+    if not args.tracking_uri:
+        print("skewgate pipeline finish: --tracking-uri: expected an MLflow tracking URI, found none",
+              file=sys.stderr)
+        return 2
+    try:
+        tracking = mlflow_log.connect(args.tracking_uri, experiment=args.experiment)
+        outcome = mlflow_log.finish_pipeline_run(tracking, args.pipeline_run_id, pipeline=args.pipeline)
+    except SkewgateError as err:
+        print(f"skewgate pipeline finish: {err}", file=sys.stderr)
+        return 2
+    print(f"{outcome.label}: {outcome.reason}")
+    return 0 if outcome.succeeded else 1
 
 
 def _client(host: str) -> Any:

@@ -6,38 +6,58 @@ sees it. kfp.local cannot resolve that placeholder, so local runs use `nightly_d
 itself with the current time.
 """
 
+from pathlib import Path
 from typing import Any
 
 from kfp import dsl
 
 from skewgate.drift.component import drift_blocked, nightly_drift_op
+from skewgate.pipelines.finalize import add_finisher
+from skewgate.pipelines.resources import apply, load_resources
 
 
-def build_nightly_drift(*, run_date: str) -> Any:
+def build_nightly_drift(*, run_date: str, resources_file: Path | None = None) -> Any:
+    """The pipeline dated by `run_date`, with the resources of `resources_file` (else `$SKEWGATE_RESOURCES`, else
+    the defaults)."""
+    resources = load_resources(resources_file)
+
     @dsl.pipeline(
         name="skewgate-nightly-drift",
+        display_name="skewgate nightly drift",
         description="Drift of the latest serving-log snapshot against the champion model's reference profile.",
     )
     def nightly_drift(serving_snapshot: str, model_name: str, mlflow_tracking_uri: str,
                       alias: str = "champion") -> str:
-        """`serving_snapshot`: URI of a Parquet/CSV/.npz snapshot with the training features' columns."""
-        snapshot = dsl.importer(artifact_uri=serving_snapshot, artifact_class=dsl.Dataset, reimport=True)
-        snapshot.set_display_name("serving-snapshot")
-        check = nightly_drift_op(
-            serving_snapshot=snapshot.output,
-            model_name=model_name,
-            tracking_uri=mlflow_tracking_uri,
-            alias=alias,
-            run_date=run_date,
-            pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-        )
-        check.set_display_name("nightly-drift")
-        check.set_caching_options(False)
-        with dsl.If(check.outputs["Output"] == "fail", name="drift-detected"):
-            blocked = drift_blocked(verdict=check.outputs["verdict"])
-            blocked.set_display_name("drift-blocked")
-            blocked.set_caching_options(False)
-        return check.outputs["Output"]
+        """One night's drift check; returns the outcome (`pass`, or the run fails with `drift`), which the exit
+        handler `finish-mlflow-run` also writes to the MLflow parent run.
+
+        Args:
+            serving_snapshot: Serving snapshot — URI of a Parquet/CSV/`.npz` snapshot of serving inputs with the
+                training features' columns.
+            model_name: Registered model — the MLflow registered model whose `alias` version is checked.
+            mlflow_tracking_uri: MLflow tracking URI — where the champion's reference profile lives.
+            alias: Registry alias — the version to check against (default `champion`).
+        """
+        finisher = add_finisher(pipeline="nightly-drift", tracking_uri=mlflow_tracking_uri, experiment=model_name,
+                                resources=resources)
+        with dsl.ExitHandler(finisher, name="nightly-drift"):
+            snapshot = dsl.importer(artifact_uri=serving_snapshot, artifact_class=dsl.Dataset, reimport=True)
+            snapshot.set_display_name("serving-snapshot")
+            check = nightly_drift_op(
+                serving_snapshot=snapshot.output,
+                model_name=model_name,
+                tracking_uri=mlflow_tracking_uri,
+                alias=alias,
+                run_date=run_date,
+                pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            )
+            apply(check, "nightly-drift", resources).set_display_name("nightly-drift")
+            check.set_caching_options(False)
+            with dsl.If(check.outputs["Output"] == "fail", name="drift-detected"):
+                blocked = drift_blocked(verdict=check.outputs["verdict"])
+                apply(blocked, "blocked", resources).set_display_name("drift-blocked")
+                blocked.set_caching_options(False)
+        return finisher.output
 
     return nightly_drift
 

@@ -1,8 +1,14 @@
 """The release-gate pipeline: export → calibrate-int8 → (drift ∥ parity-diff ∥ triton-probe ∥ compare) → promote.
 
 Promote runs last, uncached and never retried by KFP (a refusal is an answer, not a transient error); when it
-refuses, `gate_blocked` fails the run so the KFP UI and alerting show the block.
+refuses, `gate_blocked` fails the run so the KFP UI and alerting show the block. An exit handler ends the run's
+MLflow parent run with the outcome. Every step has CPU/memory requests and limits (`resources.py`); the GPU
+variant gives calibrate, parity and the probe a GPU and the GPU image. Parity and the probe are uncached: with
+`triton_url` set their answer is about a live server, not about their inputs.
 """
+
+from pathlib import Path
+from typing import Any
 
 from kfp import dsl
 
@@ -10,166 +16,207 @@ from skewgate.calibrate.component import calibrate_op
 from skewgate.compare.component import compare_op
 from skewgate.drift.component import drift_op
 from skewgate.export.component import export_op
+from skewgate.images import GPU_IMAGE
 from skewgate.parity.component import parity_op
+from skewgate.pipelines.finalize import add_finisher
+from skewgate.pipelines.resources import Variant, apply, load_resources
 from skewgate.probe.component import triton_probe_op
 from skewgate.promote.component import gate_blocked, promote_op
 
 REQUIRED_STEPS = "export,calibrate,drift,parity,probe,compare"
 
 
-@dsl.pipeline(
-    name="skewgate-release-gate",
-    description="Gate MLflow registry promotion of a PyTorch model on export, INT8 calibration, drift, "
-                "layerwise parity, a Triton probe, and a comparison with the current champion.",
-)
-def release_gate(
-    candidate_model: str,
-    eval_data: str,
-    reference_data: str,
-    current_data: str,
-    calibration_data: str,
-    model_name: str,
-    mlflow_tracking_uri: str,
-    alias: str = "champion",
-    allow_warn: bool = False,
-    max_samples: int = 64,
-    triton_url: str = "",
-    max_accuracy_drop: float = 0.01,
-    trusted_public_keys: str = "",
-    allow_unsigned: bool = False,
-    compare_thresholds: str = "",
-    compare_confidence: float = 0.95,
-    compare_max_churn: float = -1.0,
-    compare_task: str = "auto",
-) -> str:
-    """`candidate_model`: URI of the `.pt2`; `eval_data`: URI of the `.npz` of example inputs; `reference_data`
-    and `current_data`: URIs of the training and validation/recent serving features (Parquet, CSV or `.npz`);
-    `calibration_data`: URI of the `.npz` of INT8 calibration inputs (labels for the budget come from a `labels`
-    array in `eval_data`); `max_accuracy_drop`: the INT8 accuracy budget;
-    `triton_url`: host:port of the Triton server to probe (empty: the probe step starts its own);
-    `trusted_public_keys`: PEM public keys whose signatures promote accepts (the steps sign with the key at
-    `$SKEWGATE_SIGNING_KEY`); `allow_unsigned`: accept unsigned evidence (local experiments only).
-    `compare_*`: the candidate against the `alias` version on `eval_data` (its `labels`, and `slices` when present):
-    thresholds as `skewgate compare --threshold`, `;`-separated (empty: the defaults), the bootstrap interval's
-    level, the largest share of changed top-1 answers (< 0: reported, not gated), and the task (auto, classification
-    or regression).
+def build_release_gate(*, resources_file: Path | None = None, variant: Variant = "cpu") -> Any:
+    """The pipeline, with the resources of `resources_file` (else `$SKEWGATE_RESOURCES`, else the defaults)."""
+    resources = load_resources(resources_file, variant=variant)
+    gpu_image = GPU_IMAGE if variant == "gpu" else ""
 
-    Returns promote's status (`pass` = promoted); a refused promotion fails the run in `gate-blocked`.
-    """
-    model = dsl.importer(artifact_uri=candidate_model, artifact_class=dsl.Model, reimport=True)
-    model.set_display_name("candidate-model")
-    data = dsl.importer(artifact_uri=eval_data, artifact_class=dsl.Dataset, reimport=True)
-    data.set_display_name("eval-data")
+    def sized(task: Any, step: str, name: str) -> Any:
+        task.set_display_name(name)
+        return apply(task, step, resources, gpu_image=gpu_image)
 
-    export = export_op(
-        model=model.output,
-        example_inputs=data.output,
-        tracking_uri=mlflow_tracking_uri,
-        experiment=model_name,
-        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-        max_samples=max_samples,
+    @dsl.pipeline(
+        name="skewgate-release-gate" + ("-gpu" if variant == "gpu" else ""),
+        display_name="skewgate release gate" + (" (GPU)" if variant == "gpu" else ""),
+        description="Gate MLflow registry promotion of a PyTorch model on export, INT8 calibration, drift, "
+                    "layerwise parity, a Triton probe and a comparison with the current champion.",
     )
-    export.set_display_name("export")
+    def release_gate(
+        candidate_model: str,
+        eval_data: str,
+        reference_data: str,
+        current_data: str,
+        calibration_data: str,
+        model_name: str,
+        mlflow_tracking_uri: str,
+        alias: str = "champion",
+        allow_warn: bool = False,
+        max_samples: int = 64,
+        triton_url: str = "",
+        max_accuracy_drop: float = 0.01,
+        trusted_public_keys: str = "",
+        allow_unsigned: bool = False,
+        compare_thresholds: str = "",
+        compare_confidence: float = 0.95,
+        compare_max_churn: float = -1.0,
+        compare_task: str = "auto",
+    ) -> str:
+        """Gate the promotion of one candidate; returns the outcome (`promoted`), which the exit handler
+        `finish-mlflow-run` also writes to the MLflow parent run. A refused promotion fails the run in
+        `gate-blocked` (outcome `blocked`).
 
-    calibration = dsl.importer(artifact_uri=calibration_data, artifact_class=dsl.Dataset, reimport=True)
-    calibration.set_display_name("calibration-data")
-    calibrate = calibrate_op(
-        onnx_model=export.outputs["onnx_model"],
-        calibration_data=calibration.output,
-        eval_data=data.output,
-        max_accuracy_drop=max_accuracy_drop,
-        tracking_uri=mlflow_tracking_uri,
-        experiment=model_name,
-        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-    )
-    calibrate.set_display_name("calibrate-int8")
+        Args:
+            candidate_model: Candidate model — URI of the torch.export `.pt2` to gate (no pickle).
+            eval_data: Evaluation data — URI of the `.npz` of example inputs named as the model's inputs, with a
+                `labels` array for the INT8 accuracy budget; export, parity and the probe run on it.
+            reference_data: Reference features — URI of the training features (Parquet, CSV or `.npz`), the
+                drift baseline.
+            current_data: Current features — URI of the validation or recent serving features to compare with
+                the reference (same columns).
+            calibration_data: Calibration data — URI of the `.npz` of INT8 calibration inputs.
+            model_name: Registered model — the MLflow registered model (and experiment) name.
+            mlflow_tracking_uri: MLflow tracking URI — e.g. `https://mlflow.example.com`; credentials come from
+                the pod's MLFLOW_TRACKING_USERNAME/PASSWORD.
+            alias: Registry alias — set on the promoted version (default `champion`).
+            allow_warn: Accept warnings — promote when a step's verdict is `warn` (default: only `pass`).
+            max_samples: Export samples — example inputs compared between PyTorch and ONNX Runtime at export.
+            triton_url: Triton URL — `host:port` of a live Triton to probe and parity-check; empty: the probe
+                starts its own tritonserver in its pod.
+            max_accuracy_drop: INT8 accuracy budget — largest top-1 accuracy drop of the INT8 model (0.01 = 1
+                point).
+            trusted_public_keys: Trusted public keys — PEM public keys whose signatures promote accepts (the
+                steps sign with the key at `$SKEWGATE_SIGNING_KEY`, a mounted Secret).
+            allow_unsigned: Accept unsigned evidence — local experiments only: anyone could have written it.
+            compare_thresholds: Compare thresholds — as `skewgate compare --threshold`, `;`-separated (empty:
+                the defaults), judged against the `alias` version on `eval_data` (`labels`, `slices`).
+            compare_confidence: Compare confidence — level of the bootstrap interval on each difference.
+            compare_max_churn: Max churn — largest share of changed top-1 answers (< 0: reported, not gated).
+            compare_task: Compare task — auto, classification or regression.
+        """
+        # The exit handler ends the run's MLflow parent run with the outcome, however the tasks below end.
+        finisher = add_finisher(pipeline="release-gate", tracking_uri=mlflow_tracking_uri, experiment=model_name,
+                                resources=resources)
+        with dsl.ExitHandler(finisher, name="release-gate"):
+            model = dsl.importer(artifact_uri=candidate_model, artifact_class=dsl.Model, reimport=True)
+            model.set_display_name("candidate-model")
+            data = dsl.importer(artifact_uri=eval_data, artifact_class=dsl.Dataset, reimport=True)
+            data.set_display_name("eval-data")
 
-    reference = dsl.importer(artifact_uri=reference_data, artifact_class=dsl.Dataset, reimport=True)
-    reference.set_display_name("reference-data")
-    current = dsl.importer(artifact_uri=current_data, artifact_class=dsl.Dataset, reimport=True)
-    current.set_display_name("current-data")
-    drift = drift_op(
-        reference_data=reference.output,
-        current_data=current.output,
-        onnx_model=export.outputs["onnx_model"],
-        tracking_uri=mlflow_tracking_uri,
-        experiment=model_name,
-        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-    )
-    drift.set_display_name("drift-gate")
+            export = export_op(
+                model=model.output,
+                example_inputs=data.output,
+                tracking_uri=mlflow_tracking_uri,
+                experiment=model_name,
+                pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                max_samples=max_samples,
+            )
+            sized(export, "export", "export")
 
-    parity = parity_op(
-        torch_model=model.output,
-        onnx_model=export.outputs["onnx_model"],
-        int8_model=calibrate.outputs["int8_model"],
-        eval_data=data.output,
-        triton_url=triton_url,
-        triton_model=model_name,
-        tracking_uri=mlflow_tracking_uri,
-        experiment=model_name,
-        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-    )
-    parity.set_display_name("parity-diff")
+            calibration = dsl.importer(artifact_uri=calibration_data, artifact_class=dsl.Dataset, reimport=True)
+            calibration.set_display_name("calibration-data")
+            calibrate = calibrate_op(
+                onnx_model=export.outputs["onnx_model"],
+                calibration_data=calibration.output,
+                eval_data=data.output,
+                max_accuracy_drop=max_accuracy_drop,
+                tracking_uri=mlflow_tracking_uri,
+                experiment=model_name,
+                pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            )
+            sized(calibrate, "calibrate", "calibrate-int8")
 
-    probe = triton_probe_op(
-        onnx_model=export.outputs["onnx_model"],
-        probe_inputs=data.output,
-        model_name=model_name,
-        triton_url=triton_url,
-        tracking_uri=mlflow_tracking_uri,
-        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-    )
-    probe.set_display_name("triton-probe")
+            reference = dsl.importer(artifact_uri=reference_data, artifact_class=dsl.Dataset, reimport=True)
+            reference.set_display_name("reference-data")
+            current = dsl.importer(artifact_uri=current_data, artifact_class=dsl.Dataset, reimport=True)
+            current.set_display_name("current-data")
+            drift = drift_op(
+                reference_data=reference.output,
+                current_data=current.output,
+                onnx_model=export.outputs["onnx_model"],
+                tracking_uri=mlflow_tracking_uri,
+                experiment=model_name,
+                pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            )
+            sized(drift, "drift", "drift-gate")
 
-    compare = compare_op(
-        onnx_model=export.outputs["onnx_model"],
-        eval_data=data.output,
-        model_name=model_name,
-        tracking_uri=mlflow_tracking_uri,
-        alias=alias,
-        task=compare_task,
-        thresholds=compare_thresholds,
-        confidence=compare_confidence,
-        max_churn=compare_max_churn,
-        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-    )
-    compare.set_display_name("compare-champion")
-    compare.set_caching_options(False)  # the champion it compares against can move between runs
+            parity = parity_op(
+                torch_model=model.output,
+                onnx_model=export.outputs["onnx_model"],
+                int8_model=calibrate.outputs["int8_model"],
+                eval_data=data.output,
+                triton_url=triton_url,
+                triton_model=model_name,
+                tracking_uri=mlflow_tracking_uri,
+                experiment=model_name,
+                pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            )
+            sized(parity, "parity", "parity-diff")
+            parity.set_caching_options(False)  # with triton_url its answer is about a live server
 
-    # Evidence must come from this run: promote matches every verdict to the one its step logged in this
-    # pipeline run, so a cached step (which logs nothing) would be refused. No gate is cached.
-    for task in (export, calibrate, drift, parity, probe):
-        task.set_caching_options(False)
+            probe = triton_probe_op(
+                onnx_model=export.outputs["onnx_model"],
+                probe_inputs=data.output,
+                model_name=model_name,
+                triton_url=triton_url,
+                tracking_uri=mlflow_tracking_uri,
+                pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            )
+            sized(probe, "probe", "triton-probe")
+            probe.set_caching_options(False)  # a live server may have changed since a cached answer
 
-    promote = promote_op(
-        onnx_model=export.outputs["onnx_model"],
-        example_inputs=data.output,
-        export_verdict=export.outputs["verdict"],
-        export_attestation=export.outputs["attestation"],
-        drift_verdict=drift.outputs["verdict"],
-        drift_attestation=drift.outputs["attestation"],
-        probe_verdict=probe.outputs["verdict"],
-        probe_attestation=probe.outputs["attestation"],
-        parity_verdict=parity.outputs["verdict"],
-        parity_attestation=parity.outputs["attestation"],
-        calibrate_verdict=calibrate.outputs["verdict"],
-        calibrate_attestation=calibrate.outputs["attestation"],
-        trusted_public_keys=trusted_public_keys,
-        allow_unsigned=allow_unsigned,
-        compare_verdict=compare.outputs["verdict"],
-        compare_attestation=compare.outputs["attestation"],
-        model_name=model_name,
-        tracking_uri=mlflow_tracking_uri,
-        alias=alias,
-        required_steps=REQUIRED_STEPS,
-        allow_warn=allow_warn,
-        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-    )
-    promote.set_display_name("promote")
-    promote.set_caching_options(False)
+            compare = compare_op(
+                onnx_model=export.outputs["onnx_model"],
+                eval_data=data.output,
+                model_name=model_name,
+                tracking_uri=mlflow_tracking_uri,
+                alias=alias,
+                task=compare_task,
+                thresholds=compare_thresholds,
+                confidence=compare_confidence,
+                max_churn=compare_max_churn,
+                pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            )
+            sized(compare, "compare", "compare-champion")
 
-    with dsl.If(promote.outputs["Output"] != "pass", name="promotion-refused"):
-        blocked = gate_blocked(verdict=promote.outputs["verdict"])
-        blocked.set_display_name("gate-blocked")
-        blocked.set_caching_options(False)
-    return promote.outputs["Output"]
+            # Evidence must come from this run: promote matches every verdict to the one its step logged in
+            # this pipeline run, so a cached step (which logs nothing) would be refused. No gate is cached.
+            for task in (export, calibrate, drift, parity, probe, compare):
+                task.set_caching_options(False)
+
+            promote = promote_op(
+                onnx_model=export.outputs["onnx_model"],
+                example_inputs=data.output,
+                export_verdict=export.outputs["verdict"],
+                export_attestation=export.outputs["attestation"],
+                drift_verdict=drift.outputs["verdict"],
+                drift_attestation=drift.outputs["attestation"],
+                probe_verdict=probe.outputs["verdict"],
+                probe_attestation=probe.outputs["attestation"],
+                parity_verdict=parity.outputs["verdict"],
+                parity_attestation=parity.outputs["attestation"],
+                calibrate_verdict=calibrate.outputs["verdict"],
+                calibrate_attestation=calibrate.outputs["attestation"],
+                compare_verdict=compare.outputs["verdict"],
+                compare_attestation=compare.outputs["attestation"],
+                trusted_public_keys=trusted_public_keys,
+                allow_unsigned=allow_unsigned,
+                model_name=model_name,
+                tracking_uri=mlflow_tracking_uri,
+                alias=alias,
+                required_steps=REQUIRED_STEPS,
+                allow_warn=allow_warn,
+                pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            )
+            sized(promote, "promote", "promote")
+            promote.set_caching_options(False)
+
+            with dsl.If(promote.outputs["Output"] != "pass", name="promotion-refused"):
+                blocked = gate_blocked(verdict=promote.outputs["verdict"])
+                sized(blocked, "blocked", "gate-blocked")
+                blocked.set_caching_options(False)
+        return finisher.output
+
+    return release_gate
+
+
+release_gate = build_release_gate()

@@ -9,8 +9,10 @@ default) and a remote server (`MLFLOW_TRACKING_URI`, basic auth via `MLFLOW_TRAC
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
+import math
 import os
 import re
 import tempfile
@@ -18,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,6 +31,8 @@ from skewgate.common.verdict import Verdict
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
+    from skewgate.common.outcome import Outcome
+
 log = logging.getLogger(__name__)
 PIPELINE_RUN_TAG = "skewgate.pipeline_run_id"
 PROMOTION_LOG_TAG = "skewgate.kind"
@@ -35,6 +40,13 @@ PROMOTION_LOG_DIR = "promotions"
 VERDICT_DIGEST_TAG = "skewgate.verdict_sha256"
 # KFP run ids are UUIDs; kfp.local's are names with a timestamp. Nothing else may reach a filter string.
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+OUTCOME_TAG = "skewgate.outcome"
+# MLflow 3.x's UI reads this experiment tag to choose the experiment's landing page: "custom_model_development"
+# opens the runs table, while an untagged experiment may be inferred as GenAI and open the traces overview
+# (mlflow/server/js: the experiment-kind selector; mlflow/assistant/skills/mlflow-onboarding/SKILL.md).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+DRIFT_HISTORY_TAG = "drift-history"  # value of `skewgate.kind` on the run that charts nightly drift over nights
 
 
 def _mlflow_error_code(err: Exception) -> str | None:
@@ -51,18 +63,31 @@ class Tracking:
 
     @contextlib.contextmanager
     def step_run(self, step: str, *, pipeline_run_id: str | None) -> Iterator[StepRun]:
-        """A nested run for `step` under the pipeline's parent run; ended FINISHED, or FAILED on exception."""
+        """A nested run for `step` under the pipeline's parent run; ended FINISHED, or FAILED on exception.
+
+        Without a pipeline run id (an ad-hoc CLI call) the parent run is this call's own, and it ends with the
+        step: FINISHED for pass/warn, FAILED otherwise, tagged with the outcome like a pipeline's parent run."""
+        from skewgate.common.outcome import step_outcome
+
         parent = self.parent_run(pipeline_run_id)
         run = self._call(lambda: self.client.create_run(
             self.experiment_id, run_name=step,
             tags={"mlflow.parentRunId": parent, "skewgate.step": step, PIPELINE_RUN_TAG: pipeline_run_id or ""}))
         status = "FAILED"
+        step_run = StepRun(self, run.info.run_id, step)
+        error = ""
         try:
-            yield StepRun(self, run.info.run_id, step)
+            yield step_run
             status = "FINISHED"
+        except BaseException as err:
+            error = f"{type(err).__name__}: {err}"
+            raise
         finally:
             with contextlib.suppress(Exception):  # never mask the real error with a cleanup error
                 self.client.set_terminated(run.info.run_id, status=status)
+            if not pipeline_run_id:
+                with contextlib.suppress(Exception):
+                    self.finish_run(parent, step_outcome(step_run.verdict, error=error))
 
     def find_parent_run(self, pipeline_run_id: str) -> str | None:
         """The parent run of this pipeline run, if one exists."""
@@ -86,27 +111,52 @@ class Tracking:
             tags={PIPELINE_RUN_TAG: pipeline_run_id or "", "skewgate.role": "pipeline"}))
         return str(run.info.run_id)
 
-    def pipeline_verdicts(self, *, since_ms: int) -> tuple[str | None, dict[str, Verdict]]:
-        """The newest pipeline parent run started at or after `since_ms`, and its steps' verdicts."""
+    def run_verdicts(self, parent_run_id: str) -> dict[str, Verdict]:
+        """The verdicts the step runs under `parent_run_id` logged, by step (a step that logged none is absent)."""
 
-        def read() -> tuple[str | None, dict[str, Verdict]]:
-            parents = self.client.search_runs(
-                [self.experiment_id], f"tags.`skewgate.role` = 'pipeline' and attributes.start_time >= {since_ms}",
-                order_by=["attributes.start_time DESC"], max_results=1)
-            if not parents:
-                return None, {}
-            parent = parents[0].info.run_id
-            children = self.client.search_runs([self.experiment_id], f"tags.`mlflow.parentRunId` = '{parent}'")
+        def read() -> dict[str, Verdict]:
+            children = self.client.search_runs([self.experiment_id],
+                                               f"tags.`mlflow.parentRunId` = '{parent_run_id}'")
             verdicts = {}
             with tempfile.TemporaryDirectory() as tmp:
                 for child in sorted(children, key=lambda r: r.info.start_time):
                     step = child.data.tags.get("skewgate.step", "")
-                    local = self.client.download_artifacts(child.info.run_id, f"{step}.verdict.json", tmp)
-                    verdicts[step] = Verdict.read(local)
-            return parent, verdicts
+                    name = f"{step}.verdict.json"
+                    if any(f.path == name for f in self.client.list_artifacts(child.info.run_id)):
+                        verdicts[step] = Verdict.read(self.client.download_artifacts(child.info.run_id, name, tmp))
+            return verdicts
 
-        result: tuple[str | None, dict[str, Verdict]] = self._call(read)
+        result: dict[str, Verdict] = self._call(read)
         return result
+
+    def finish_run(self, run_id: str, outcome: Outcome) -> None:
+        """End a parent run with its outcome: FINISHED when it succeeded, FAILED otherwise; tags for the outcome,
+        the digest and the reason (also the run's description), and the summary metrics."""
+        tags = {OUTCOME_TAG: outcome.label, "skewgate.reason": outcome.reason[:5000],
+                "mlflow.note.content": f"**{outcome.label}**: {outcome.reason}"[:5000], **outcome.tags}
+        if outcome.digest:
+            tags["skewgate.candidate_sha256"] = outcome.digest
+
+        def write() -> None:
+            from mlflow.entities import Metric, RunTag
+
+            now = int(time.time() * 1000)
+            self.client.log_batch(run_id, metrics=[Metric(_metric_key(k), v, now, 0)
+                                                   for k, v in outcome.metrics.items()],
+                                  tags=[RunTag(k, v) for k, v in tags.items()])
+            self.client.set_terminated(run_id, status="FINISHED" if outcome.succeeded else "FAILED")
+
+        self._call(write)
+
+    def pipeline_verdicts(self, *, since_ms: int) -> tuple[str | None, dict[str, Verdict]]:
+        """The newest pipeline parent run started at or after `since_ms`, and its steps' verdicts."""
+        parents = self._call(lambda: self.client.search_runs(
+            [self.experiment_id], f"tags.`skewgate.role` = 'pipeline' and attributes.start_time >= {since_ms}",
+            order_by=["attributes.start_time DESC"], max_results=1))
+        if not parents:
+            return None, {}
+        parent = str(parents[0].info.run_id)
+        return parent, self.run_verdicts(parent)
 
     def _call(self, fn: Any) -> Any:
         try:
@@ -120,6 +170,7 @@ class StepRun:
     tracking: Tracking
     run_id: str
     step: str
+    verdict: Verdict | None = None  # the last one logged: an ad-hoc call's parent run ends with its status
 
     def log_verdict(self, verdict: Verdict, *, envelope: Mapping[str, Any] | None = None) -> None:
         """Metrics `<step>.<check>` (value, or 1/0 for passed when a check has no value), status tags, the
@@ -148,6 +199,7 @@ class StepRun:
                     client.log_artifact(self.run_id, str(signed))
 
         self.tracking._call(write)
+        self.verdict = verdict
         self.log_table("checks.json", [vars(c) for c in verdict.checks])
         self.log_table("tensor_stats.json", [{**vars(s), "shape": list(s.shape)} for s in verdict.stats])
 
@@ -187,6 +239,76 @@ def _metric_key(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "_-. /" else "_" for ch in name)
 
 
+def finish_pipeline_run(tracking: Tracking, pipeline_run_id: str, *, pipeline: str, final_state: str = "",
+                        final_error: str = "") -> Outcome:
+    """End the parent run of `pipeline_run_id` with the outcome its steps' verdicts add up to (the pipeline's exit
+    handler calls this). A run whose steps never reached MLflow gets a parent run here, ended FAILED."""
+    from skewgate.common.outcome import pipeline_outcome
+
+    parent = tracking.parent_run(pipeline_run_id)
+    verdicts = tracking.run_verdicts(parent)
+    outcome = pipeline_outcome(pipeline, verdicts, final_state=final_state, final_error=final_error)
+    outcome = dataclasses.replace(outcome, tags={**outcome.tags, "skewgate.pipeline": pipeline})
+    if "nightly-drift" in verdicts:
+        log_drift_night(tracking, verdicts["nightly-drift"], run_ids=[parent])
+    tracking.finish_run(parent, outcome)
+    return outcome
+
+
+def log_drift_night(tracking: Tracking, verdict: Verdict, *, run_ids: list[str]) -> None:
+    """Log a nightly drift verdict's statistics as one point of a series: step = the night (days since
+    1970-01-01 of its run date), timestamp = the run date. They go to `run_ids` and to the experiment's
+    `drift-history` run, whose charts in the MLflow UI then draw every statistic across nights (each nightly
+    run is its own run, and MLflow draws a line only within one run)."""
+    from mlflow.entities import Metric
+
+    when = _run_date(verdict)
+    timestamp = int(when.timestamp() * 1000)
+    night = int(when.timestamp() // 86400)
+    metrics = [Metric(_metric_key(k), v, timestamp, night) for k, v in drift_statistics(verdict).items()]
+
+    def write() -> None:
+        history = tracking.client.search_runs([tracking.experiment_id],
+                                              f"tags.`{PROMOTION_LOG_TAG}` = '{DRIFT_HISTORY_TAG}'", max_results=1)
+        if history:
+            history_id = history[0].info.run_id
+        else:  # ended at once: MLflow accepts metrics on a finished run, and no skewgate run stays RUNNING
+            history_id = tracking.client.create_run(tracking.experiment_id, run_name="drift-history",
+                                                    tags={PROMOTION_LOG_TAG: DRIFT_HISTORY_TAG}).info.run_id
+            tracking.client.set_terminated(history_id, status="FINISHED")
+        for run_id in [*run_ids, history_id]:
+            for start in range(0, len(metrics), 1000):  # MLflow's log_batch limit
+                tracking.client.log_batch(run_id, metrics=metrics[start:start + 1000])
+
+    tracking._call(write)
+
+
+def drift_statistics(verdict: Verdict) -> dict[str, float]:
+    """`drift.<check>` per check with a value, `drift.passed`, `drift.mmd2`, and per feature
+    `drift.feature.<name>.statistic` / `.pvalue` (at most 200 features, as the verdict lists them)."""
+    out = {f"drift.{c.name}": c.value for c in verdict.checks if c.value is not None}
+    out["drift.passed"] = float(verdict.status in {"pass", "warn"})
+    mmd = verdict.details.get("mmd")
+    if isinstance(mmd, Mapping) and isinstance(mmd.get("value"), int | float):
+        out["drift.mmd2"] = float(mmd["value"])
+    for row in verdict.details.get("features", ())[:200]:
+        if not isinstance(row, Mapping) or "feature" not in row:
+            continue
+        for stat in ("statistic", "pvalue"):
+            value = row.get(stat)
+            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                out[f"drift.feature.{row['feature']}.{stat}"] = float(value)
+    return out
+
+
+def _run_date(verdict: Verdict) -> datetime:
+    for text in (verdict.details.get("run_date"), verdict.created_at):
+        with contextlib.suppress(TypeError, ValueError):
+            when = datetime.fromisoformat(str(text))
+            return when if when.tzinfo else when.replace(tzinfo=UTC)
+    return datetime.now(UTC)
+
+
 def connect(uri: str, *, experiment: str, deadline_s: float = 30.0) -> Tracking:
     """Connect, retrying with backoff until `deadline_s`; then `BackendError` (the CLI exits 2)."""
     # MLflow's own HTTP retries would wait minutes on a dead server: we own the deadline instead.
@@ -202,6 +324,8 @@ def connect(uri: str, *, experiment: str, deadline_s: float = 30.0) -> Tracking:
         try:
             found = client.get_experiment_by_name(experiment)
             experiment_id = found.experiment_id if found else _create_experiment(client, uri, experiment)
+            if found is not None and EXPERIMENT_KIND_TAG not in found.tags:  # made before skewgate tagged it
+                client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
             return Tracking(uri=uri, experiment_id=str(experiment_id), client=client)
         except Exception as err:
             if time.monotonic() + delay > deadline:
@@ -218,7 +342,8 @@ def _create_experiment(client: MlflowClient, uri: str, name: str) -> str:
         # Keep artifacts beside the embedded store instead of in ./mlruns of whatever the cwd is.
         location = (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").resolve().as_uri()
     try:
-        return str(client.create_experiment(name, artifact_location=location))
+        return str(client.create_experiment(name, artifact_location=location,
+                                            tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}))
     except Exception as err:
         if _mlflow_error_code(err) != "RESOURCE_ALREADY_EXISTS":  # another step created it meanwhile
             raise

@@ -157,3 +157,108 @@ def test_fetch_registered_onnx_finds_the_file_by_its_evidence_digest(tracking, t
     client.set_model_version_tag("digits", "1", "skewgate.onnx_sha256", "0" * 64)
     with pytest.raises(InputError, match=r"expected a file with sha256 0000"):
         mlflow_log.fetch_registered_onnx(tracking, "digits", "champion", tmp_path / "again")
+
+
+def _promote_verdict(status, *, sha="c0ffee" * 10 + "c0ff"):
+    from skewgate.common.verdict import Subject
+
+    return Verdict.from_checks("promote", [Check("evidence.export", passed=status == "pass")],
+                               subject=Subject(artifact="m.onnx", sha256=sha),
+                               details={"version": "3", "reason": f"reason for {status}"})
+
+
+def _parent(tracking, job):
+    return tracking.client.get_run(tracking.find_parent_run(job))
+
+
+@pytest.mark.parametrize(("status", "outcome", "run_status"), [
+    ("pass", "promoted", "FINISHED"),
+    ("fail", "blocked", "FAILED"),
+], ids=["promoted-finishes", "blocked-fails"])
+def test_pipeline_parent_run_ends_with_its_outcome(tracking, status, outcome, run_status):
+    job = f"job-{status}"
+    with tracking.step_run("export", pipeline_run_id=job) as run:
+        run.log_verdict(Verdict.from_checks("export", [Check("a", passed=True)], subject=None))
+    with tracking.step_run("promote", pipeline_run_id=job) as run:
+        run.log_verdict(_promote_verdict(status))
+    assert _parent(tracking, job).info.status == "RUNNING"  # until the exit handler ends it
+    result = mlflow_log.finish_pipeline_run(tracking, job, pipeline="release-gate", final_state="SUCCEEDED")
+    parent = _parent(tracking, job)
+    assert result.label == outcome
+    assert parent.info.status == run_status and parent.info.end_time
+    assert parent.data.tags["skewgate.outcome"] == outcome
+    assert parent.data.tags["skewgate.candidate_sha256"] == "c0ffee"
+    assert parent.data.tags["skewgate.reason"] == f"reason for {status}"
+    assert parent.data.tags["skewgate.model_version"] == "3"
+    assert parent.data.metrics["gate.promoted"] == float(status == "pass")
+    assert parent.data.metrics["export.passed"] == 1.0
+
+
+def test_a_run_whose_steps_logged_nothing_ends_failed_with_kfps_reason(tracking):
+    with tracking.step_run("export", pipeline_run_id="job-err") as run:
+        run.log_verdict(Verdict.error("export", "cannot read model.pt2"))
+    mlflow_log.finish_pipeline_run(tracking, "job-err", pipeline="release-gate", final_state="FAILED",
+                                   final_error="export-op failed")
+    parent = _parent(tracking, "job-err")
+    assert parent.info.status == "FAILED"
+    assert parent.data.tags["skewgate.outcome"] == "error"
+    assert "export: cannot read model.pt2" in parent.data.tags["skewgate.reason"]
+    # no step reached MLflow at all: the exit handler still leaves a FAILED parent run naming KFP's state
+    mlflow_log.finish_pipeline_run(tracking, "job-void", pipeline="release-gate", final_state="FAILED",
+                                   final_error="importer failed")
+    void = _parent(tracking, "job-void")
+    assert void.info.status == "FAILED"
+    assert "no promote verdict" in void.data.tags["skewgate.reason"]
+    assert "importer failed" in void.data.tags["skewgate.reason"]
+
+
+@pytest.mark.parametrize(("status", "run_status"), [("pass", "FINISHED"), ("fail", "FAILED")],
+                         ids=["passing-step", "failing-step"])
+def test_an_ad_hoc_cli_parent_run_ends_with_its_step(tracking, status, run_status):
+    with tracking.step_run("promote", pipeline_run_id=None) as run:
+        run.log_verdict(_promote_verdict(status))
+    runs = tracking.client.search_runs([tracking.experiment_id], "tags.`skewgate.role` = 'pipeline'")
+    assert [r.info.status for r in runs] == [run_status]
+    assert runs[0].data.tags["skewgate.outcome"] == status
+
+
+def test_an_ad_hoc_step_that_raises_leaves_nothing_running(tracking):
+    with pytest.raises(ZeroDivisionError), tracking.step_run("export", pipeline_run_id=None):
+        1 / 0  # noqa: B018
+    runs = tracking.client.search_runs([tracking.experiment_id], "")
+    assert {r.info.status for r in runs} == {"FAILED"}
+    parent = next(r for r in runs if r.data.tags.get("skewgate.role") == "pipeline")
+    assert "ZeroDivisionError" in parent.data.tags["skewgate.reason"]
+
+
+def test_experiment_is_tagged_to_open_the_runs_table(tracking, tmp_path):
+    tags = tracking.client.get_experiment(tracking.experiment_id).tags
+    assert tags["mlflow.experimentKind"] == "custom_model_development"
+    # an experiment made before skewgate tagged it gets the tag on the next connect
+    uri = tracking.uri
+    older = MlflowClient(uri).create_experiment("made-elsewhere")
+    mlflow_log.connect(uri, experiment="made-elsewhere")
+    assert MlflowClient(uri).get_experiment(older).tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def _nightly(status, date, ks):
+    return Verdict.from_checks(
+        "nightly-drift", [Check("ks_drift", passed=status == "pass", value=ks, limit=0)], subject=None,
+        details={"run_date": date, "model_version": "1", "mmd": {"value": 0.01 * ks},
+                 "features": [{"feature": "px_0", "statistic": 0.1 * ks, "pvalue": 0.5}]})
+
+
+def test_nightly_statistics_chart_across_nights(tracking):
+    nights = [("n1", "pass", "2026-11-30T02:00:00+00:00", 0), ("n2", "fail", "2026-12-01T02:00:00+00:00", 3)]
+    for job, status, date, ks in nights:
+        with tracking.step_run("nightly-drift", pipeline_run_id=job) as run:
+            run.log_verdict(_nightly(status, date, ks))
+        mlflow_log.finish_pipeline_run(tracking, job, pipeline="nightly-drift", final_state="SUCCEEDED")
+    assert _parent(tracking, "n1").info.status == "FINISHED"
+    assert _parent(tracking, "n2").data.tags["skewgate.outcome"] == "drift"
+    history = tracking.client.search_runs([tracking.experiment_id], "tags.`skewgate.kind` = 'drift-history'")
+    assert len(history) == 1 and history[0].info.status == "FINISHED"
+    series = tracking.client.get_metric_history(history[0].info.run_id, "drift.feature.px_0.statistic")
+    assert [(m.step, m.value) for m in series] == [(20787, 0.0), (20788, pytest.approx(0.3))]
+    assert series[1].timestamp == 1796090400000  # the night's run date, not when it was logged
+    assert [m.value for m in tracking.client.get_metric_history(history[0].info.run_id, "drift.ks_drift")] == [0, 3]

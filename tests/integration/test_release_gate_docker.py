@@ -43,7 +43,7 @@ def runs(mlflow_url, tmp_path_factory):
 def test_good_candidate_is_promoted_from_the_containers(runs, mlflow_url):
     run, _parent, verdicts = runs["good"]
     assert {step: v.status for step, v in verdicts.items()} == dict.fromkeys(STEPS, "pass")
-    assert run.succeeded and run.output == "pass"
+    assert run.succeeded and run.output == "promoted"
     version = MlflowClient(mlflow_url).get_model_version_by_alias(NAME, "champion")
     assert version.version == verdicts["promote"].details["version"]
     assert version.tags["skewgate.onnx_sha256"] == verdicts["export"].subject.sha256
@@ -55,7 +55,7 @@ def test_defective_candidate_is_blocked_and_the_champion_stays(runs, mlflow_url)
     assert statuses["export"] == "fail" and statuses["parity"] == "fail" and statuses["promote"] == "fail"
     # kfp.local's DockerRunner can report a container that failed and was auto-removed as a success, so the
     # run's own state is not evidence here; the pipeline's output (promote's status) is
-    assert run.output in {None, "fail"}
+    assert run.output in {None, "blocked"}
     good = runs["good"][2]["promote"].details["version"]
     assert MlflowClient(mlflow_url).get_model_version_by_alias(NAME, "champion").version == good
 

@@ -55,7 +55,7 @@ def _statuses(verdicts):
 
 def test_good_candidate_is_promoted_and_the_run_succeeds(runs, mlflow_url):
     run, _parent, verdicts = runs["good"]
-    assert run.succeeded and run.output == "pass"
+    assert run.succeeded and run.output == "promoted"
     assert _statuses(verdicts) == {"export": "pass", "calibrate": "pass", "drift": "pass", "parity": "pass",
                                    "probe": "pass", "compare": "pass", "promote": "pass"}
     assert "first promotion" in verdicts["compare"].check("champion").detail
@@ -168,3 +168,30 @@ def test_the_champion_verifies_from_the_registry_alone(runs, mlflow_url, tmp_pat
     public.write_text(runs["public_key"], encoding="utf-8")
     assert main(["verify", "--model-name", NAME, "--tracking-uri", mlflow_url, "--trusted-key", str(public),
                  "--report", str(tmp_path / "verify.json")]) == 0
+
+
+@pytest.mark.parametrize(("label", "outcome", "status"), [
+    ("good", "promoted", "FINISHED"), ("defective", "blocked", "FAILED"), ("weak", "blocked", "FAILED"),
+    ("nightly-healthy", "pass", "FINISHED"), ("nightly-bug", "drift", "FAILED"),
+])
+def test_parent_runs_end_with_their_outcome(runs, mlflow_url, label, outcome, status):
+    """The exit handler ended each pipeline's parent run: the runs table shows which promoted, which was
+    blocked, and why."""
+    _run, parent_id, verdicts = runs[label]
+    parent = MlflowClient(mlflow_url).get_run(parent_id)
+    assert parent.info.status == status and parent.info.end_time
+    assert parent.data.tags["skewgate.outcome"] == outcome
+    assert parent.data.tags["skewgate.reason"]
+    if label in {"good", "defective", "weak"}:
+        assert parent.data.tags["skewgate.candidate_sha256"] == verdicts["export"].subject.sha256
+        assert parent.data.metrics["gate.promoted"] == float(outcome == "promoted")
+    if label == "defective":
+        assert "lint.batchnorm_eval_mode" in parent.data.tags["skewgate.reason"]
+
+
+def test_no_skewgate_run_is_left_running(runs, mlflow_url):
+    client = MlflowClient(mlflow_url)
+    experiment = client.get_experiment_by_name(NAME)
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    running = client.search_runs([experiment.experiment_id], "attributes.status = 'RUNNING'")
+    assert [r.info.run_name for r in running] == []  # the promotion-log run included

@@ -1,0 +1,92 @@
+"""What a finished pipeline run amounts to, from its steps' verdicts: the outcome its MLflow parent run ends with.
+
+Pure (verdicts in, `Outcome` out), so the rules are tested without MLflow or KFP; `mlflow_log.finish_run`
+writes the result. Empty means fail here too: a release gate whose promote verdict is missing did not promote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from skewgate.common.verdict import Verdict
+
+# release gate: promoted | blocked | error; nightly drift: pass | drift | error; one CLI step: its status
+Label = Literal["promoted", "blocked", "pass", "drift", "warn", "fail", "error"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    label: Label
+    succeeded: bool  # the parent run ends FINISHED when True, FAILED otherwise
+    reason: str
+    digest: str = ""  # SHA-256 of the candidate (release gate) or of the judged model (nightly, CLI)
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+def release_outcome(verdicts: Mapping[str, Verdict], *, final_state: str = "", final_error: str = "") -> Outcome:
+    """promoted (FINISHED) only on promote's `pass`; blocked when promote refused; error when a step could not
+    evaluate or promote never ran. `final_state`/`final_error` are KFP's view of the run (PipelineTaskFinalStatus)."""
+    promote = verdicts.get("promote")
+    export = verdicts.get("export")
+    digest = (promote.subject.sha256 if promote is not None and promote.subject is not None
+              else export.subject.sha256 if export is not None and export.subject is not None else "")
+    metrics = _step_metrics(verdicts) | {"gate.promoted": float(promote is not None and promote.status == "pass")}
+    tags = {}
+    if promote is not None and "version" in promote.details:
+        tags["skewgate.model_version"] = str(promote.details["version"])
+    if promote is not None and promote.status == "pass":
+        return Outcome("promoted", True, str(promote.details.get("reason", promote.message)), digest, metrics, tags)
+    if promote is not None and promote.status == "fail":
+        return Outcome("blocked", False, str(promote.details.get("reason", promote.message)), digest, metrics, tags)
+    return Outcome("error", False, _error_reason(verdicts, "promote", final_state, final_error), digest, metrics,
+                   tags)
+
+
+def nightly_outcome(verdicts: Mapping[str, Verdict], *, final_state: str = "", final_error: str = "") -> Outcome:
+    """pass (FINISHED) on a drift `pass`/`warn`, drift (FAILED) on `fail`, error otherwise."""
+    verdict = verdicts.get("nightly-drift")
+    metrics = _step_metrics(verdicts)
+    if verdict is None or verdict.status == "error":
+        return Outcome("error", False, _error_reason(verdicts, "nightly-drift", final_state, final_error),
+                       metrics=metrics)
+    digest = verdict.subject.sha256 if verdict.subject is not None else ""
+    tags = {"skewgate.model_version": str(verdict.details["model_version"])} if "model_version" in verdict.details \
+        else {}
+    label: Label = "drift" if verdict.status == "fail" else "pass"
+    return Outcome(label, label == "pass", verdict.message, digest, metrics, tags)
+
+
+def step_outcome(verdict: Verdict | None, *, error: str = "") -> Outcome:
+    """An ad-hoc CLI call: its one step's status; FINISHED for pass/warn."""
+    if verdict is None:
+        return Outcome("error", False, error or "the step recorded no verdict")
+    digest = verdict.subject.sha256 if verdict.subject is not None else ""
+    return Outcome(verdict.status, verdict.status in {"pass", "warn"}, verdict.message, digest,
+                   _step_metrics({verdict.step: verdict}))
+
+
+def pipeline_outcome(pipeline: str, verdicts: Mapping[str, Verdict], *, final_state: str = "",
+                     final_error: str = "") -> Outcome:
+    judges = {"release-gate": release_outcome, "nightly-drift": nightly_outcome}
+    if pipeline not in judges:
+        raise ValueError(f"pipeline must be one of {sorted(judges)}, got {pipeline!r}")
+    return judges[pipeline](verdicts, final_state=final_state, final_error=final_error)
+
+
+def _step_metrics(verdicts: Mapping[str, Verdict]) -> dict[str, float]:
+    """`<step>.passed` (1 pass/warn, 0 otherwise) per step, and counts per status."""
+    metrics = {f"{step}.passed": float(v.status in {"pass", "warn"}) for step, v in verdicts.items()}
+    for status in ("pass", "warn", "fail", "error"):
+        metrics[f"steps.{status}"] = float(sum(v.status == status for v in verdicts.values()))
+    return metrics
+
+
+def _error_reason(verdicts: Mapping[str, Verdict], deciding: str, final_state: str, final_error: str) -> str:
+    errored = [f"{step}: {v.message}" for step, v in verdicts.items() if v.status == "error"]
+    if errored:
+        return "could not evaluate: " + "; ".join(errored)
+    state = f" (KFP: {final_state}{': ' + final_error if final_error else ''})" if final_state else ""
+    return f"no {deciding} verdict was recorded{state}"

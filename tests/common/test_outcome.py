@@ -1,0 +1,51 @@
+"""The outcome a pipeline's parent run ends with, from its verdicts (pure: no MLflow)."""
+
+import pytest
+
+from skewgate.common.outcome import pipeline_outcome, release_outcome, step_outcome
+from skewgate.common.verdict import Check, Subject, Verdict
+
+
+def _verdict(step, status, sha="abc"):
+    if status == "error":
+        return Verdict.error(step, f"{step} broke", subject=Subject(artifact="m", sha256=sha))
+    check = Check("c", passed=status == "pass", severity="warn" if status == "warn" else "fail")
+    return Verdict.from_checks(step, [check], subject=Subject(artifact="m", sha256=sha))
+
+
+@pytest.mark.parametrize(("statuses", "label", "succeeded"), [
+    ({"export": "pass", "promote": "pass"}, "promoted", True),
+    ({"export": "fail", "promote": "fail"}, "blocked", False),
+    ({"export": "error"}, "error", False),
+    ({"export": "pass", "promote": "error"}, "error", False),
+    ({}, "error", False),
+], ids=["promoted", "blocked", "step-errored", "promote-errored", "nothing-recorded"])
+def test_release_outcome(statuses, label, succeeded):
+    outcome = release_outcome({s: _verdict(s, st) for s, st in statuses.items()}, final_state="FAILED")
+    assert (outcome.label, outcome.succeeded) == (label, succeeded)
+    assert outcome.metrics["gate.promoted"] == float(label == "promoted")
+    assert outcome.metrics["steps.error"] == sum(st == "error" for st in statuses.values())
+
+
+def test_error_reason_names_the_step_that_could_not_evaluate():
+    outcome = release_outcome({"export": _verdict("export", "pass"), "parity": _verdict("parity", "error")})
+    assert outcome.reason == "could not evaluate: parity: parity broke"
+    assert outcome.digest == "abc"  # the candidate's digest from export when promote never ran
+
+
+@pytest.mark.parametrize(("status", "label", "succeeded"), [
+    ("pass", "pass", True), ("warn", "pass", True), ("fail", "drift", False), ("error", "error", False),
+], ids=["no-drift", "warn-is-no-block", "drift", "error"])
+def test_nightly_outcome(status, label, succeeded):
+    outcome = pipeline_outcome("nightly-drift", {"nightly-drift": _verdict("nightly-drift", status)})
+    assert (outcome.label, outcome.succeeded) == (label, succeeded)
+
+
+def test_unknown_pipeline_is_refused():
+    with pytest.raises(ValueError, match="release-gate"):
+        pipeline_outcome("release_gate", {})
+
+
+def test_step_outcome_without_a_verdict_is_an_error():
+    assert step_outcome(None, error="boom").label == "error"
+    assert step_outcome(_verdict("drift", "warn")).succeeded
