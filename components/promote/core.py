@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 STEP = "promote"
 REQUIRED_STEPS: tuple[str, ...] = ("export", "calibrate", "drift", "parity", "probe", "compare")
 OUTCOME_TAGS = ("skewgate.promotion.status", "skewgate.promotion.reason")
+ATTESTATION_URI_TAG = "skewgate.attestation.uri"
 
 
 class Registry(Protocol):
@@ -179,7 +180,10 @@ def promote(
         tags.update(_attest(registry, model_name, version, evidence, decision, policy, signing_key, alias))
         registry.set_tags(model_name, version, tags)
         readback = registry.get_tags(model_name, version)
-        differing = sorted(k for k, v in tags.items() if readback.get(k) != v)
+        # A concurrent promotion of the same file may have stored its own (equally valid) attestations since:
+        # the URI must be there, not necessarily ours.
+        differing = sorted(k for k, v in tags.items()
+                           if readback.get(k) != v and not (k == ATTESTATION_URI_TAG and readback.get(k)))
         if differing:
             raise BackendError(f"registry tags of {model_name} v{version} did not read back: {differing}; "
                                f"alias {alias!r} not moved")
@@ -236,7 +240,7 @@ def _attest(registry: Registry, name: str, version: str, evidence: Mapping[str, 
         envelope = attest.sign(attest.statement(subject, attest.PROMOTION_PREDICATE, predicate), key)
         files[f"promotion{attest.ENVELOPE_SUFFIX}"] = (json.dumps(envelope, sort_keys=True) + "\n").encode()
     uri = registry.store_attestations(name, version, files)
-    return {"skewgate.attestation.uri": uri, "skewgate.attestation.signed": str(key is not None).lower()}
+    return {ATTESTATION_URI_TAG: uri, "skewgate.attestation.signed": str(key is not None).lower()}
 
 
 def _move_alias(registry: Registry, name: str, alias: str, version: str) -> None:

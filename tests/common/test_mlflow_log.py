@@ -83,7 +83,7 @@ def test_registry_round_trip(tracking, tiny_onnx, name):
     assert log_run.info.status == "FINISHED"
 
 
-def test_a_registered_version_is_an_mlflow_model_that_pyfunc_loads(tracking, tiny_onnx, tmp_path):
+def test_a_registered_version_is_an_mlflow_model_that_pyfunc_loads(tracking, tiny_onnx, tmp_path, monkeypatch):
     import mlflow.pyfunc
     import onnxruntime
 
@@ -93,7 +93,8 @@ def test_a_registered_version_is_an_mlflow_model_that_pyfunc_loads(tracking, tin
         registry = mlflow_log.MlflowRegistry(run, input_example=example)
         version = registry.register("digits", tiny_onnx, sha)
         registry.set_alias("digits", "champion", version)
-    mlflow.set_registry_uri(tracking.uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", tracking.uri)  # not mlflow.set_registry_uri: that outlives the test
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking.uri)
     model = mlflow.pyfunc.load_model("models:/digits@champion")
     inputs = model.metadata.get_input_schema().inputs
     assert [(i.name, i.shape) for i in inputs] == [("x", (-1, 4))]
@@ -187,7 +188,7 @@ def test_pipeline_parent_run_ends_with_its_outcome(tracking, status, outcome, ru
     assert result.label == outcome
     assert parent.info.status == run_status and parent.info.end_time
     assert parent.data.tags["skewgate.outcome"] == outcome
-    assert parent.data.tags["skewgate.candidate_sha256"] == "c0ffee"
+    assert parent.data.tags["skewgate.candidate_sha256"] == "c0ffee" * 10 + "c0ff"
     assert parent.data.tags["skewgate.reason"] == f"reason for {status}"
     assert parent.data.tags["skewgate.model_version"] == "3"
     assert parent.data.metrics["gate.promoted"] == float(status == "pass")

@@ -147,12 +147,14 @@ def test_promotion_log_holds_both_attempts(runs, mlflow_url):
     assert [r["promoted"] for r in records] == [True, False, False]
 
 
-def test_the_champion_loads_with_pyfunc_and_predicts_what_onnxruntime_computes(runs, data, mlflow_url):
+def test_the_champion_loads_with_pyfunc_and_predicts_what_onnxruntime_computes(runs, data, mlflow_url,
+                                                                               monkeypatch):
     import mlflow.pyfunc
     import numpy as np
     import onnxruntime
 
-    mlflow.set_registry_uri(mlflow_url)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_url)  # the environment, as a serving process configures it
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", mlflow_url)
     model = mlflow.pyfunc.load_model(f"models:/{NAME}@champion")
     local = mlflow.artifacts.download_artifacts(f"models:/{NAME}@champion", tracking_uri=mlflow_url)
     pixels = np.load(data.examples)["pixels"][:16]

@@ -72,7 +72,8 @@ def test_compare_judges_the_exported_model_on_the_eval_data_with_pipeline_thresh
     assert compare.inputs.artifacts["onnx_model"].task_output_artifact.producer_task == "export-op"
     examples = tasks["export-op"].inputs.artifacts["example_inputs"].task_output_artifact.producer_task
     assert compare.inputs.artifacts["eval_data"].task_output_artifact.producer_task == examples
-    bound = {name: p.component_input_parameter for name, p in compare.inputs.parameters.items()}
+    bound = {name: p.component_input_parameter.removeprefix("pipelinechannel--")
+             for name, p in compare.inputs.parameters.items()}
     assert bound["thresholds"] == "compare_thresholds" and bound["max_churn"] == "compare_max_churn"
     assert bound["confidence"] == "compare_confidence" and bound["alias"] == "alias"
     params = spec.root.input_definitions.parameters
@@ -158,7 +159,8 @@ def test_every_step_requests_and_limits_cpu_and_memory(spec):
 
     resources = _resources(spec)
     assert set(resources) == {"exec-export-op", "exec-calibrate-op", "exec-drift-op", "exec-parity-op",
-                              "exec-triton-probe-op", "exec-promote-op", "exec-gate-blocked", "exec-finish-run-op"}
+                              "exec-triton-probe-op", "exec-compare-op", "exec-promote-op", "exec-gate-blocked",
+                              "exec-finish-run-op"}
     for label, (cpu, cpu_limit, memory, memory_limit, accelerator, _count) in resources.items():
         assert cpu and cpu_limit and memory and memory_limit, label
         assert not accelerator, f"{label}: the CPU pipeline asks for no accelerator"

@@ -15,7 +15,7 @@ def test_finish_ends_the_parent_run(tmp_path, capsys, passed, code, status, outc
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracking = mlflow_log.connect(uri, experiment="digits")
     verdict = Verdict.from_checks("promote", [Check("evidence.export", passed=passed)],
-                                  subject=Subject(artifact="m.onnx", sha256="beef"))
+                                  subject=Subject(artifact="m.onnx", sha256="be" * 32))
     with tracking.step_run("promote", pipeline_run_id="scripted-1") as run:
         run.log_verdict(verdict)
     args = ["pipeline", "finish", "--pipeline-run-id", "scripted-1", "--experiment", "digits", "--tracking-uri", uri]
