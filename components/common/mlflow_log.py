@@ -35,9 +35,12 @@ PIPELINE_RUN_TAG = "skewgate.pipeline_run_id"
 PROMOTION_LOG_TAG = "skewgate.kind"
 PROMOTION_LOG_FILE = "promotions.jsonl"
 OUTCOME_TAG = "skewgate.outcome"
-# MLflow 3.x's UI reads this experiment tag to choose the experiment's landing page: "custom_model_development"
-# opens the runs table, while an untagged experiment may be inferred as GenAI and open the traces overview
-# (mlflow/server/js: the experiment-kind selector; mlflow/assistant/skills/mlflow-onboarding/SKILL.md).
+# MLflow 3.x marks what an experiment is for with this tag ("custom_model_development": traditional ML, runs
+# table; "genai_development": traces), which its UI's experiment-kind selector reads and writes (mlflow/server/js;
+# mlflow/assistant/skills/mlflow-onboarding/SKILL.md). The 3.17 UI chooses the landing page from its own
+# workflow switch instead (header "GenAI | Model training", `?workflowType=` in the URL, default GenAI), so the
+# links skewgate prints carry `workflowType=machine_learning` as well (`runs_table_link`; checked in Chromium by
+# tests/integration/test_mlflow_ui_in_browser.py).
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 DRIFT_HISTORY_TAG = "drift-history"  # value of `skewgate.kind` on the run that charts nightly drift over nights
@@ -286,6 +289,11 @@ def _run_date(verdict: Verdict) -> datetime:
             when = datetime.fromisoformat(str(text))
             return when if when.tzinfo else when.replace(tzinfo=UTC)
     return datetime.now(UTC)
+
+
+def runs_table_link(ui: str, experiment_id: str) -> str:
+    """The MLflow UI address (`ui`: e.g. http://127.0.0.1:5000) that opens this experiment's runs table."""
+    return f"{ui.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
 
 
 def connect(uri: str, *, experiment: str, deadline_s: float = 30.0) -> Tracking:
