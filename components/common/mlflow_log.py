@@ -1,5 +1,6 @@
-"""Everything skewgate says to MLflow: tracking (parent run per pipeline run, nested run per step) and the
-model registry (versions, evidence tags, aliases, the promotion log). The only module that imports mlflow.
+"""Everything skewgate says to MLflow: tracking (parent run per pipeline run, ended with the run's outcome by
+`finish_pipeline_run`; nested run per step; nightly drift as a series over nights) and the model registry
+(versions, evidence tags, aliases, the promotion log). The only module that imports mlflow.
 
 Conventions (DESIGN.md): one experiment per registered model; metrics are `<step>.<check>`; the verdict JSON
 and the tensor-stats table are artifacts of the step run. Works the same against `sqlite:///…` (the embedded
