@@ -13,7 +13,7 @@ from kfp import dsl
 
 from skewgate.drift.component import drift_blocked, nightly_drift_op
 from skewgate.pipelines.finalize import add_finisher
-from skewgate.pipelines.resources import apply, load_resources
+from skewgate.pipelines.resources import apply, load_resources, one_line_descriptions
 
 
 def build_nightly_drift(*, run_date: str, resources_file: Path | None = None) -> Any:
@@ -59,7 +59,7 @@ def build_nightly_drift(*, run_date: str, resources_file: Path | None = None) ->
                 blocked.set_caching_options(False)
         return finisher.output
 
-    return nightly_drift
+    return one_line_descriptions(nightly_drift)
 
 
 nightly_drift = build_nightly_drift(run_date=dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER)

@@ -19,7 +19,7 @@ from skewgate.export.component import export_op
 from skewgate.images import GPU_IMAGE
 from skewgate.parity.component import parity_op
 from skewgate.pipelines.finalize import add_finisher
-from skewgate.pipelines.resources import Variant, apply, load_resources
+from skewgate.pipelines.resources import Variant, apply, load_resources, one_line_descriptions
 from skewgate.probe.component import triton_probe_op
 from skewgate.promote.component import gate_blocked, promote_op
 
@@ -216,7 +216,7 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
                 blocked.set_caching_options(False)
         return finisher.output
 
-    return release_gate
+    return one_line_descriptions(release_gate)
 
 
 release_gate = build_release_gate()

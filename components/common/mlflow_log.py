@@ -1,5 +1,6 @@
-"""Everything skewgate says to MLflow: tracking (parent run per pipeline run, nested run per step) and the
-model registry (versions, evidence tags, aliases, the promotion log). The only module that imports mlflow.
+"""Everything skewgate says to MLflow: tracking (parent run per pipeline run, ended with the run's outcome by
+`finish_pipeline_run`; nested run per step; nightly drift as a series over nights) and the model registry
+(versions, evidence tags, aliases, the promotion log). The only module that imports mlflow.
 
 Conventions (DESIGN.md): one experiment per registered model; metrics are `<step>.<check>`; the verdict JSON
 and the tensor-stats table are artifacts of the step run. Works the same against `sqlite:///…` (the embedded
@@ -41,9 +42,12 @@ VERDICT_DIGEST_TAG = "skewgate.verdict_sha256"
 # KFP run ids are UUIDs; kfp.local's are names with a timestamp. Nothing else may reach a filter string.
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 OUTCOME_TAG = "skewgate.outcome"
-# MLflow 3.x's UI reads this experiment tag to choose the experiment's landing page: "custom_model_development"
-# opens the runs table, while an untagged experiment may be inferred as GenAI and open the traces overview
-# (mlflow/server/js: the experiment-kind selector; mlflow/assistant/skills/mlflow-onboarding/SKILL.md).
+# MLflow 3.x marks what an experiment is for with this tag ("custom_model_development": traditional ML, runs
+# table; "genai_development": traces), which its UI's experiment-kind selector reads and writes (mlflow/server/js;
+# mlflow/assistant/skills/mlflow-onboarding/SKILL.md). The 3.17 UI chooses the landing page from its own
+# workflow switch instead (header "GenAI | Model training", `?workflowType=` in the URL, default GenAI), so the
+# links skewgate prints carry `workflowType=machine_learning` as well (`runs_table_link`; checked in Chromium by
+# tests/integration/test_mlflow_ui_in_browser.py).
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 DRIFT_HISTORY_TAG = "drift-history"  # value of `skewgate.kind` on the run that charts nightly drift over nights
@@ -309,6 +313,11 @@ def _run_date(verdict: Verdict) -> datetime:
     return datetime.now(UTC)
 
 
+def runs_table_link(ui: str, experiment_id: str) -> str:
+    """The MLflow UI address (`ui`: e.g. http://127.0.0.1:5000) that opens this experiment's runs table."""
+    return f"{ui.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
+
 def connect(uri: str, *, experiment: str, deadline_s: float = 30.0) -> Tracking:
     """Connect, retrying with backoff until `deadline_s`; then `BackendError` (the CLI exits 2)."""
     # MLflow's own HTTP retries would wait minutes on a dead server: we own the deadline instead.
@@ -445,7 +454,7 @@ class MlflowRegistry:
         """The version's description, with a link to the pipeline's parent run in the MLflow UI."""
         run = self._call(lambda: self.client.get_run(self.run.run_id))
         parent = run.data.tags.get("mlflow.parentRunId", self.run.run_id)
-        link = f"#/experiments/{self.run.tracking.experiment_id}/runs/{parent}"
+        link = f"#/experiments/{self.run.tracking.experiment_id}/runs/{parent}?workflowType=machine_learning"
         text = f"{markdown}\n\nPipeline run: [{parent[:8]}]({link})"
         self._call(lambda: self.client.update_model_version(name, version, description=text[:60000]))
 

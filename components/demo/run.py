@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     print(f"Task logs of the pipeline runs: {workdir / 'kfp.log'}")
     mlflow_bin = Path(sys.executable).with_name("mlflow")
     print(f"Open the results: {mlflow_bin} ui --backend-store-uri {tracking_uri} --port 5000  "
-          "(then http://127.0.0.1:5000)")
+          f"(then {mlflow_log.runs_table_link('http://127.0.0.1:5000', tracking.experiment_id)})")
     # the weak candidate is a faithful export of a worse model: only compare (against the good one) blocks it
     expected = [{"export": "pass", "calibrate": "pass", "drift": "pass", "parity": "pass", "probe": "pass",
                  "compare": "pass", "promote": "pass"},

@@ -218,6 +218,7 @@ def test_every_pipeline_parameter_is_described_for_the_kfp_ui(tmp_path, which):
     for name, param in params.items():
         label, sep, text = param.description.partition(" — ")
         assert sep and label and len(text) > 10, f"{name}: {param.description!r}"
+        assert "\n" not in param.description
     assert compiled.pipeline_info.display_name.startswith("skewgate ")
 
 

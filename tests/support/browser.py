@@ -7,6 +7,7 @@ resources that failed to load, and images that did not decode, plus the page's `
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,12 +116,12 @@ class _Pipe:
             self.process.wait()
 
 
-def render(page: Path, *, timeout_s: float = 60.0, settle_s: float = 0.5) -> PageReport:
-    """Load `page` (a local file) and report its problems."""
+@contextlib.contextmanager
+def _session(url: str, *, deadline: float) -> Iterator[tuple[_Pipe, str]]:
+    """A headless Chromium with one tab on `url`, loaded (its load event fired)."""
     binary = chromium()
     if binary is None:
         raise RuntimeError("chromium is not installed (Debian: apt-get install -y chromium)")
-    deadline = time.monotonic() + timeout_s
     with tempfile.TemporaryDirectory(prefix="skewgate-chromium-") as profile:
         pipe = _Pipe(binary, Path(profile))
         try:
@@ -128,14 +130,38 @@ def render(page: Path, *, timeout_s: float = 60.0, settle_s: float = 0.5) -> Pag
                                 deadline=deadline)["sessionId"]
             for domain in ("Page", "Runtime", "Log", "Network"):
                 pipe.send(f"{domain}.enable", session=session, deadline=deadline)
-            pipe.send("Page.navigate", {"url": page.resolve().as_uri()}, session=session, deadline=deadline)
+            pipe.send("Page.navigate", {"url": url}, session=session, deadline=deadline)
             pipe.wait_for("Page.loadEventFired", deadline=deadline)
-            time.sleep(settle_s)  # late console messages and image decodes
-            result = pipe.send("Runtime.evaluate", {"expression": IMAGES, "returnByValue": True},
-                               session=session, deadline=deadline)
-            seen = json.loads(result["result"]["value"])
+            yield pipe, session
         finally:
             pipe.close()
+
+
+def _evaluate(pipe: _Pipe, session: str, expression: str, *, deadline: float) -> Any:
+    result = pipe.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=session,
+                       deadline=deadline)
+    return result["result"].get("value")
+
+
+def visible_text(url: str, *, until: Callable[[str, str], bool], timeout_s: float = 90.0) -> tuple[str, str]:
+    """(location, the page's visible text) once `until(location, text)` holds — a single-page app renders after its load
+    event — or at the deadline, whichever comes first."""
+    deadline = time.monotonic() + timeout_s
+    expression = "JSON.stringify([location.href, document.body.innerText])"
+    with _session(url, deadline=deadline) as (pipe, session):
+        while True:
+            href, text = json.loads(_evaluate(pipe, session, expression, deadline=deadline))
+            if until(href, text) or time.monotonic() > deadline - 2:
+                return str(href), str(text)
+            time.sleep(0.5)
+
+
+def render(page: Path, *, timeout_s: float = 60.0, settle_s: float = 0.5) -> PageReport:
+    """Load `page` (a local file) and report its problems."""
+    deadline = time.monotonic() + timeout_s
+    with _session(page.resolve().as_uri(), deadline=deadline) as (pipe, session):
+        time.sleep(settle_s)  # late console messages and image decodes
+        seen = json.loads(_evaluate(pipe, session, IMAGES, deadline=deadline))
     report = PageReport(h1=seen["h1"], images=seen["images"], broken_images=list(seen["broken"]))
     for event in pipe.events:
         method, params = event.get("method"), event.get("params", {})

@@ -1,0 +1,41 @@
+"""The MLflow UI as a person opens it, in headless Chromium against a real `mlflow server`: the link skewgate gives
+opens the experiment's runs table (not the GenAI overview), and there the promoted and the blocked pipeline runs
+stand apart by status."""
+
+import pytest
+
+from skewgate.common import mlflow_log
+from skewgate.common.verdict import Check, Subject, Verdict
+from tests.support.browser import chromium, visible_text
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def experiment(mlflow_url):
+    if chromium() is None:
+        pytest.fail("chromium is not installed: apt-get install -y chromium (.ci/run installs it)")
+    tracking = mlflow_log.connect(mlflow_url, experiment="ui-check")
+    for job, passed in (("job-promoted", True), ("job-blocked", False)):
+        with tracking.step_run("promote", pipeline_run_id=job) as run:
+            run.log_verdict(Verdict.from_checks("promote", [Check("evidence.export", passed=passed)],
+                                                subject=Subject(artifact="m.onnx", sha256="ab")))
+        mlflow_log.finish_pipeline_run(tracking, job, pipeline="release-gate")
+    return tracking
+
+
+def test_the_link_opens_the_runs_table_with_both_pipeline_runs(experiment, mlflow_url):
+    link = mlflow_log.runs_table_link(mlflow_url, experiment.experiment_id)
+    href, text = visible_text(link, until=lambda _h, t: "pipeline-job-promoted" in t and "pipeline-job-blocked" in t)
+    assert "/runs" in href and "overview" not in href
+    assert "pipeline-job-promoted" in text and "pipeline-job-blocked" in text
+    tags = experiment.client.get_experiment(experiment.experiment_id).tags
+    assert tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_without_the_workflow_switch_the_ui_lands_elsewhere(experiment, mlflow_url):
+    """Why the link carries `workflowType`: MLflow 3.17's UI opens an experiment's bare address on the GenAI
+    overview whatever the experiment's tag says. If a later MLflow honours the tag, this test says so."""
+    href, _text = visible_text(f"{mlflow_url}/#/experiments/{experiment.experiment_id}",
+                               until=lambda h, _t: "/overview" in h or "/runs" in h, timeout_s=60)
+    assert "/overview" in href and "workflowType=genai" in href
