@@ -19,8 +19,9 @@ def build_nightly_drift(*, run_date: str) -> Any:
         description="Drift of the latest serving-log snapshot against the champion model's reference profile.",
     )
     def nightly_drift(serving_snapshot: str, model_name: str, mlflow_tracking_uri: str,
-                      alias: str = "champion") -> str:
-        """`serving_snapshot`: URI of a Parquet/CSV/.npz snapshot with the training features' columns."""
+                      alias: str = "champion", pushgateway_url: str = "") -> str:
+        """`serving_snapshot`: URI of a Parquet/CSV file, a directory (Hive-partitioned or not) or a glob, or an
+        .npz, with the training features' columns. `pushgateway_url`: push the figures there for Prometheus."""
         snapshot = dsl.importer(artifact_uri=serving_snapshot, artifact_class=dsl.Dataset, reimport=True)
         snapshot.set_display_name("serving-snapshot")
         check = nightly_drift_op(
@@ -30,6 +31,7 @@ def build_nightly_drift(*, run_date: str) -> Any:
             alias=alias,
             run_date=run_date,
             pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            pushgateway_url=pushgateway_url,
         )
         check.set_display_name("nightly-drift")
         check.set_caching_options(False)

@@ -50,8 +50,10 @@ def nightly_drift_op(
     alias: str = "champion",
     run_date: str = "",
     pipeline_run_id: str = "",
+    pushgateway_url: str = "",
 ) -> str:
-    """Drift of a serving-log snapshot against the profile stored with the `alias` version; tags that version."""
+    """Drift of a serving-log snapshot against the profile stored with the `alias` version; tags that version;
+    pushes the figures to `pushgateway_url` when set."""
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
     from skewgate.drift.pipeline_support import run_nightly
@@ -59,7 +61,8 @@ def nightly_drift_op(
     result = evaluate_and_record(
         "nightly-drift",
         lambda run: run_nightly(run, model_name=model_name, alias=alias, current=serving_snapshot.path,
-                                run_date=run_date, heatmap=heatmap.path, html=html_report.path),
+                                run_date=run_date, heatmap=heatmap.path, html=html_report.path,
+                                pushgateway=pushgateway_url),
         TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id),
     )
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)

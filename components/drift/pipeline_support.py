@@ -7,6 +7,7 @@ Kept out of `component.py` so that the component bodies stay short and this stay
 from __future__ import annotations
 
 import dataclasses
+import logging
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +21,7 @@ from skewgate.drift.core import DriftOptions, DriftResult, drift_gate
 from skewgate.drift.profile import save_profile
 from skewgate.drift.report import heatmap_png, report_html
 
+log = logging.getLogger(__name__)
 PROFILE_URI_TAG = "skewgate.drift.profile_uri"
 PROFILE_SHA_TAG = "skewgate.drift.profile_sha256"
 
@@ -48,8 +50,9 @@ def run_drift(run: StepRun | None, *, reference: str, current: str, model: str, 
 
 
 def run_nightly(run: StepRun | None, *, model_name: str, alias: str, current: str, run_date: str, heatmap: str,
-                html: str) -> Verdict:
-    """Drift of `current` against the `alias` version's profile; tags that version with the status and date."""
+                html: str, pushgateway: str = "") -> Verdict:
+    """Drift of `current` against the `alias` version's profile; tags that version with the status and date;
+    with a `pushgateway` URL, pushes the figures there for Prometheus (`alerting.py`)."""
     if run is None:
         raise InputError("tracking_uri", expected="an MLflow tracking URI (the profile lives in the registry)",
                          found="none")
@@ -74,4 +77,20 @@ def run_nightly(run: StepRun | None, *, model_name: str, alias: str, current: st
                                             "skewgate.drift.nightly.date": date,
                                             "skewgate.drift.nightly.run_id": run.run_id})
     details = {**result.verdict.details, "model_version": version, "run_date": date}
+    if pushgateway:
+        details["pushgateway"] = push(result, gateway=pushgateway, model=model_name)
     return dataclasses.replace(result.verdict, details=details)
+
+
+def push(result: DriftResult, *, gateway: str, model: str) -> str:
+    """Push to the gateway; an unreachable gateway is logged and recorded, not a reason to lose the verdict
+    (the run still fails on drift, and the alert on a stale `last_run` timestamp fires)."""
+    from skewgate.common.errors import BackendError
+    from skewgate.drift.alerting import push_drift_metrics
+
+    try:
+        push_drift_metrics(result.verdict, result.features, gateway=gateway, model=model)
+    except BackendError as err:
+        log.error("%s", err)
+        return f"not pushed: {err}"
+    return f"pushed to {gateway}"
