@@ -232,6 +232,15 @@ class Accumulator:
             moments=self.moments, sample=self.sample, sample_keys=self.sample_keys if self.sample_rows else None)
 
 
+def empty_side(numeric_names: tuple[str, ...], categorical: tuple[str, ...], rff_size: int) -> SideStats:
+    """The statistics of no rows (a shard that was dealt no files): merging it changes nothing."""
+    k = len(numeric_names)
+    return SideStats(rows=0, numeric_names=numeric_names, sketches=[QuantileSketch.of(np.zeros(0)) for _ in range(k)],
+                     nan=np.zeros(k, dtype=np.int64), categories={n: {} for n in categorical},
+                     missing=dict.fromkeys(categorical, 0), coverage=np.zeros((k, COVERAGE_BINS), dtype=np.int64),
+                     rff_sum=np.zeros(rff_size), mmd_rows=0)
+
+
 def _stack(parts: list[np.ndarray], plan: MmdPlan | None) -> np.ndarray:
     if parts:
         return np.concatenate(parts)
