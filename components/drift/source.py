@@ -44,8 +44,7 @@ class Batch:
 
     @property
     def rows(self) -> int:
-        return int(self.numeric.shape[0]) if self.numeric.ndim == 2 and self.numeric.shape[1] else (
-            len(next(iter(self.categorical.values()))) if self.categorical else int(self.numeric.shape[0]))
+        return int(self.numeric.shape[0])  # a (rows × 0) matrix when every feature is categorical
 
 
 class Source:
