@@ -112,12 +112,23 @@ def _mmd_rate(rows: int, options: DriftOptions) -> float:
     return 1.0 if rows <= options.mmd_max_rows else options.mmd_max_rows / rows
 
 
+def signature_ids(model: Path | None) -> set[str]:
+    """The integer inputs of an ONNX model: token or item ids that feed an embedding lookup, by convention."""
+    if model is None or model.suffix.lower() != ".onnx" or not model.is_file():
+        return set()
+    from skewgate.common.io import load_onnx, onnx_input_specs
+
+    return {spec.name for spec in onnx_input_specs(load_onnx(model)) if np.dtype(spec.dtype).kind in "iu"}
+
+
 def make_profile(reference: str | Path, *, options: DriftOptions = DriftOptions(), embed_onnx: Path | None = None,
-                 embed_output: str | None = None, exact: bool = False) -> ReferenceProfile:
+                 embed_output: str | None = None, exact: bool = False,
+                 model: Path | None = None) -> ReferenceProfile:
     """Two streamed passes: tables, moments and a row sample; then, with the standardisation and bandwidths
     known, the random-feature mean embedding. `exact` keeps the sketches as streamed and the standardised rows
     while few enough; otherwise the sketches are cut to `options.sketch` values (what a saved profile holds)."""
-    source = open_source(reference, feature_axes=dict(options.feature_axes), ids=options.ids)
+    ids = set(options.ids) | signature_ids(model or embed_onnx)  # declared, or integer inputs of the model
+    source = open_source(reference, feature_axes=dict(options.feature_axes), ids=ids)
     space, embed = "features", None
     if embed_onnx is not None:
         if not embed_output:
@@ -209,7 +220,7 @@ def drift_gate(*, reference: str | Path, current: str | Path, options: DriftOpti
     from_profile = is_profile(reference)
     log.info("loading reference%s and current data", " profile" if from_profile else "")
     profile = load_profile(reference) if from_profile else make_profile(
-        reference, options=options, embed_onnx=embed_onnx, embed_output=embed_output, exact=True)
+        reference, options=options, embed_onnx=embed_onnx, embed_output=embed_output, exact=True, model=model)
     profile.extra.setdefault("source", str(reference))
     cur = summarise_current(profile, current, options=options, embed_onnx=embed_onnx, embed_output=embed_output)
     subject_path = model or embed_onnx

@@ -186,3 +186,28 @@ def test_token_ids_are_categories_with_the_rare_ones_folded(write):
     assert "(other)" in as_ids.profile.categories["token"] and len(as_ids.profile.categories["token"]) == 101
     with pytest.raises(InputError, match="f0: expected an integer column of ids"):
         drift_gate(reference=write("ref", ref), current=write("cur", cur), options=DriftOptions(ids=("f0",)))
+
+
+def test_integer_inputs_of_the_model_are_ids_without_declaring_them(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"]), helper.make_node("Identity", ["tokens"], ["t"])], "two",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3]),
+         helper.make_tensor_value_info("tokens", TensorProto.INT64, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3]),
+         helper.make_tensor_value_info("t", TensorProto.INT64, ["batch", 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    rng = np.random.default_rng(3)
+    np.savez(tmp_path / "ref.npz", x=rng.normal(size=(800, 3)).astype(np.float32),
+             tokens=rng.integers(0, 50, (800, 8)) * 2)
+    np.savez(tmp_path / "cur.npz", x=rng.normal(size=(800, 3)).astype(np.float32),
+             tokens=rng.integers(0, 50, (800, 8)) * 2 + 1)  # other ids, the same range
+    result = drift_gate(reference=tmp_path / "ref.npz", current=tmp_path / "cur.npz", model=tmp_path / "m.onnx")
+    tokens = next(r for r in result.features if r["feature"] == "tokens")
+    assert tokens["test"] == "chi2" and tokens["drifted"]
+    assert {r["feature"] for r in result.features} == {"x[0]", "x[1]", "x[2]", "tokens"}
+    assert result.profile.extra["layout"]["ids"] == ["tokens"]
