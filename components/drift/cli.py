@@ -62,7 +62,8 @@ def build_profile_parser() -> argparse.ArgumentParser:
                                      description="Build a reusable reference profile from the training data.")
     parser.add_argument("--reference", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--sketch", type=int, default=4096, help="quantiles kept per feature (KS error ≤ 1/q)")
+    parser.add_argument("--sketch", type=int, default=4096,
+                        help="values kept per feature sketch (the KS error bound is recorded in the profile)")
     _add_options(parser)
     return parser
 
