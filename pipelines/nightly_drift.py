@@ -11,7 +11,13 @@ from typing import Any
 
 from kfp import dsl
 
-from skewgate.drift.component import drift_blocked, nightly_drift_op
+from skewgate.drift.component import (
+    drift_blocked,
+    drift_partial_op,
+    nightly_drift_merge_op,
+    nightly_drift_op,
+    nightly_drift_plan_op,
+)
 from skewgate.pipelines.finalize import add_finisher
 from skewgate.pipelines.resources import apply, load_resources, one_line_descriptions
 
@@ -27,7 +33,7 @@ def build_nightly_drift(*, run_date: str, resources_file: Path | None = None) ->
         description="Drift of the latest serving-log snapshot against the champion model's reference profile.",
     )
     def nightly_drift(serving_snapshot: str, model_name: str, mlflow_tracking_uri: str,
-                      alias: str = "champion") -> str:
+                      alias: str = "champion", pushgateway_url: str = "") -> str:
         """One night's drift check; returns the outcome (`pass`, or the run fails with `drift`), which the exit
         handler `finish-mlflow-run` also writes to the MLflow parent run.
 
@@ -37,6 +43,7 @@ def build_nightly_drift(*, run_date: str, resources_file: Path | None = None) ->
             model_name: Registered model — the MLflow registered model whose `alias` version is checked.
             mlflow_tracking_uri: MLflow tracking URI — where the champion's reference profile lives.
             alias: Registry alias — the version to check against (default `champion`).
+            pushgateway_url: Pushgateway URL — push the night's drift figures there for Prometheus (empty: no push).
         """
         finisher = add_finisher(pipeline="nightly-drift", tracking_uri=mlflow_tracking_uri, experiment=model_name,
                                 resources=resources)
@@ -50,6 +57,7 @@ def build_nightly_drift(*, run_date: str, resources_file: Path | None = None) ->
                 alias=alias,
                 run_date=run_date,
                 pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                pushgateway_url=pushgateway_url,
             )
             apply(check, "nightly-drift", resources).set_display_name("nightly-drift")
             check.set_caching_options(False)
@@ -62,5 +70,42 @@ def build_nightly_drift(*, run_date: str, resources_file: Path | None = None) ->
     return one_line_descriptions(nightly_drift)
 
 
+def build_nightly_drift_fanout(*, run_date: str, shards: int = 4) -> Any:
+    """`shards`: partial-statistics tasks (a compile-time constant: the loop's items are fixed, which every
+    runner supports); files are dealt to them round-robin, a shard without files contributes nothing."""
+    @dsl.pipeline(
+        name="skewgate-nightly-drift-fanout",
+        description="Nightly drift of a snapshot too big for one pod: its files split over a ParallelFor of "
+                    "partial-statistics tasks, one merge task decides (the single task's verdict).",
+    )
+    def nightly_drift_fanout(serving_snapshot: str, model_name: str, mlflow_tracking_uri: str,
+                             alias: str = "champion", pushgateway_url: str = "") -> str:
+        """`serving_snapshot`: a directory (Hive-partitioned or not) or glob of Parquet/CSV files."""
+        snapshot = dsl.importer(artifact_uri=serving_snapshot, artifact_class=dsl.Dataset, reimport=True)
+        snapshot.set_display_name("serving-snapshot")
+        plan = nightly_drift_plan_op(serving_snapshot=snapshot.output, model_name=model_name,
+                                     tracking_uri=mlflow_tracking_uri, alias=alias)
+        plan.set_display_name("fetch-profile").set_caching_options(False)
+        with dsl.ParallelFor(list(range(shards)), name="shards") as shard:
+            part = drift_partial_op(serving_snapshot=snapshot.output, profile=plan.outputs["profile"], shard=shard,
+                                    shards=shards, rows=plan.outputs["Output"])
+            part.set_display_name("partial-statistics").set_caching_options(False)
+        check = nightly_drift_merge_op(
+            serving_snapshot=snapshot.output, profile=plan.outputs["profile"],
+            partials=dsl.Collected(part.outputs["partial"]), model_name=model_name,
+            tracking_uri=mlflow_tracking_uri, alias=alias, run_date=run_date,
+            pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, pushgateway_url=pushgateway_url)
+        check.set_display_name("nightly-drift").set_caching_options(False)
+        with dsl.If(check.outputs["Output"] == "fail", name="drift-detected"):
+            blocked = drift_blocked(verdict=check.outputs["verdict"])
+            blocked.set_display_name("drift-blocked")
+            blocked.set_caching_options(False)
+        return check.outputs["Output"]
+
+    return nightly_drift_fanout
+
+
 nightly_drift = build_nightly_drift(run_date=dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER)
+nightly_drift_fanout = build_nightly_drift_fanout(run_date=dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER)
+nightly_drift_fanout_local = build_nightly_drift_fanout(run_date="", shards=2)
 nightly_drift_local = build_nightly_drift(run_date="")

@@ -51,8 +51,10 @@ def nightly_drift_op(
     alias: str = "champion",
     run_date: str = "",
     pipeline_run_id: str = "",
+    pushgateway_url: str = "",
 ) -> str:
-    """Drift of a serving-log snapshot against the profile stored with the `alias` version; tags that version."""
+    """Drift of a serving-log snapshot against the profile stored with the `alias` version; tags that version;
+    pushes the figures to `pushgateway_url` when set."""
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
     from skewgate.drift.pipeline_support import run_nightly
@@ -60,7 +62,83 @@ def nightly_drift_op(
     result = evaluate_and_record(
         "nightly-drift",
         lambda run: run_nightly(run, model_name=model_name, alias=alias, current=serving_snapshot.path,
-                                run_date=run_date, heatmap=heatmap.path, html=html_report.path),
+                                run_date=run_date, heatmap=heatmap.path, html=html_report.path,
+                                pushgateway=pushgateway_url),
+        TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id),
+    )
+    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)
+
+
+@dsl.component(base_image=IMAGE, install_kfp_package=False)
+def nightly_drift_plan_op(
+    serving_snapshot: dsl.Input[dsl.Dataset],
+    model_name: str,
+    tracking_uri: str,
+    profile: dsl.Output[dsl.Artifact],
+    alias: str = "champion",
+) -> int:
+    """Fetch the `alias` version's drift profile once for every shard; return the snapshot's rows (from the
+    Parquet footers), which set the share of rows MMD uses as one pass would."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from skewgate.common.mlflow_log import StepRun, connect
+    from skewgate.drift.pipeline_support import fetch_profile
+    from skewgate.drift.source import open_source
+
+    tracking = connect(tracking_uri, experiment=model_name)
+    with tempfile.TemporaryDirectory() as tmp:  # a read: no step run is created for it
+        _, path = fetch_profile(StepRun(tracking, "", "nightly-drift-plan"), model_name=model_name, alias=alias,
+                                directory=Path(tmp))
+        shutil.copyfile(path, profile.path)
+    return open_source(serving_snapshot.path).count_rows()
+
+
+@dsl.component(base_image=IMAGE, install_kfp_package=False)
+def drift_partial_op(
+    serving_snapshot: dsl.Input[dsl.Dataset],
+    profile: dsl.Input[dsl.Artifact],
+    shard: int,
+    shards: int,
+    rows: int,
+    partial: dsl.Output[dsl.Artifact],
+) -> None:
+    """Mergeable drift statistics of one shard of the snapshot's files against the profile."""
+    from skewgate.drift.pipeline_support import partial_statistics
+
+    partial_statistics(profile.path, serving_snapshot.path, shard=shard, shards=shards, rows=rows, out=partial.path)
+
+
+
+@dsl.component(base_image=IMAGE, install_kfp_package=False)
+def nightly_drift_merge_op(
+    serving_snapshot: dsl.Input[dsl.Dataset],
+    profile: dsl.Input[dsl.Artifact],
+    partials: dsl.Input[list[dsl.Artifact]],
+    model_name: str,
+    tracking_uri: str,
+    verdict: dsl.Output[dsl.Artifact],
+    metrics: dsl.Output[dsl.Metrics],
+    report: dsl.Output[dsl.Markdown],
+    html_report: dsl.Output[dsl.HTML],
+    heatmap: dsl.Output[dsl.Artifact],
+    alias: str = "champion",
+    run_date: str = "",
+    pipeline_run_id: str = "",
+    pushgateway_url: str = "",
+) -> str:
+    """The nightly verdict from the shards' statistics; tags the `alias` version and pushes, as the single task."""
+    from skewgate.common.kfp_io import finish
+    from skewgate.common.recording import TrackingOptions, evaluate_and_record
+    from skewgate.drift.pipeline_support import run_nightly
+
+    result = evaluate_and_record(
+        "nightly-drift",
+        lambda run: run_nightly(run, model_name=model_name, alias=alias, current=serving_snapshot.path,
+                                run_date=run_date, heatmap=heatmap.path, html=html_report.path,
+                                pushgateway=pushgateway_url, partials=[p.path for p in partials],
+                                profile=profile.path),
         TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id),
     )
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)

@@ -42,6 +42,7 @@ from skewgate.drift.stream import Accumulator, MmdPlan, SideStats
 
 log = logging.getLogger(__name__)
 STEP = "drift"
+OTHER = "(other)"
 
 
 @dataclass(frozen=True)
@@ -57,12 +58,15 @@ class DriftOptions:
     exact_max_rows: int = 2000  # pooled rows up to which MMD uses the exact kernel matrix
     permutation_max_rows: int = 25_000  # rows per side up to which MMD keeps them for a permutation test
     mmd_max_rows: int = 131_072  # rows per side behind MMD's mean embeddings (a seeded share beyond)
-    sample_rows: int = 16_384  # reference rows sampled for the bandwidth and the random features' covariance
+    sample_rows: int = 8_192  # reference rows sampled for the bandwidth and the random features' covariance
     rff_features: int = 510
     exact_rows: int = 131_072  # rows per side up to which KS keeps every value (exact)
     sketch_capacity: int = DEFAULT_CAPACITY  # values per streamed quantile sketch beyond that
     sketch: int = 4096  # quantiles kept per feature in a saved profile
     batch_rows: int = BATCH_ROWS
+    feature_axes: tuple[tuple[str, int], ...] = ()  # (array, axis): an N-D array's feature axis (else per layout)
+    ids: tuple[str, ...] = ()  # integer columns/arrays holding ids: tested as categories
+    max_categories: int = 1000  # an id feature keeps its most frequent ids, the rest count as "(other)"
     seed: int = 0
 
 
@@ -108,12 +112,23 @@ def _mmd_rate(rows: int, options: DriftOptions) -> float:
     return 1.0 if rows <= options.mmd_max_rows else options.mmd_max_rows / rows
 
 
+def signature_ids(model: Path | None) -> set[str]:
+    """The integer inputs of an ONNX model: token or item ids that feed an embedding lookup, by convention."""
+    if model is None or model.suffix.lower() != ".onnx" or not model.is_file():
+        return set()
+    from skewgate.common.io import load_onnx, onnx_input_specs
+
+    return {spec.name for spec in onnx_input_specs(load_onnx(model)) if np.dtype(spec.dtype).kind in "iu"}
+
+
 def make_profile(reference: str | Path, *, options: DriftOptions = DriftOptions(), embed_onnx: Path | None = None,
-                 embed_output: str | None = None, exact: bool = False) -> ReferenceProfile:
+                 embed_output: str | None = None, exact: bool = False,
+                 model: Path | None = None) -> ReferenceProfile:
     """Two streamed passes: tables, moments and a row sample; then, with the standardisation and bandwidths
     known, the random-feature mean embedding. `exact` keeps the sketches as streamed and the standardised rows
     while few enough; otherwise the sketches are cut to `options.sketch` values (what a saved profile holds)."""
-    source = open_source(reference)
+    ids = set(options.ids) | signature_ids(model or embed_onnx)  # declared, or integer inputs of the model
+    source = open_source(reference, feature_axes=dict(options.feature_axes), ids=ids)
     space, embed = "features", None
     if embed_onnx is not None:
         if not embed_output:
@@ -140,14 +155,25 @@ def make_profile(reference: str | Path, *, options: DriftOptions = DriftOptions(
         dtypes=dict(source.dtypes), numeric_names=source.numeric_names, rows=first.rows, sha256=source.sha256(),
         seed=options.seed, sketches=first.sketches,
         edges=np.array([decile_edges(s) for s in first.sketches]).reshape(len(first.sketches), 11),
-        nan_share=first.nan_share(), categories=first.categories, mmd_space=space, center=center, scale=scale,
+        nan_share=first.nan_share(), categories=_top_ids(first.categories, source.ids, options.max_categories),
+        mmd_space=space, center=center, scale=scale,
         features=rff, mean_embedding=second.rff_sum / max(second.mmd_rows, 1),
         covariance=np.cov(sampled, rowvar=False) if len(sampled) > 1 else np.zeros((rff.size, rff.size)),
         mmd_rows=second.mmd_rows)
+    profile.extra["layout"] = source.layout
     if not exact:
         return profile.sketched(options.sketch)
     profile.extra["raw_reference"] = second.kept  # for the permutation tests
     return profile
+
+
+def _top_ids(categories: dict[str, dict[str, int]], ids: set[str], keep: int) -> dict[str, dict[str, int]]:
+    """Id features keep their `keep` most frequent ids; the rest are counted together as "(other)"."""
+    out = dict(categories)
+    for name in ids & set(categories):
+        ranked = sorted(categories[name].items(), key=lambda kv: (-kv[1], kv[0]))
+        out[name] = dict(ranked[:keep]) | ({OTHER: sum(c for _, c in ranked[keep:])} if len(ranked) > keep else {})
+    return out
 
 
 def check_schema(reference_dtypes: dict[str, str], current: Source, *, reference_source: str) -> None:
@@ -169,7 +195,8 @@ def summarise_current(profile: ReferenceProfile, current: str | Path, *, options
                       rows: int | None = None) -> SideStats:
     """One streamed pass over `current` (or its `files`; `rows`: the whole data set's rows, which sets the
     MMD share) against the profile: what `decide` needs."""
-    source = open_source(current, files=files)
+    layout = profile.extra.get("layout", {})
+    source = open_source(current, files=files, feature_axes=layout.get("feature_axes"), ids=layout.get("ids", ()))
     check_schema(profile.dtypes, source, reference_source=str(profile.extra.get("source", "the reference")))
     embed = None
     if profile.mmd_space != "features":
@@ -193,7 +220,7 @@ def drift_gate(*, reference: str | Path, current: str | Path, options: DriftOpti
     from_profile = is_profile(reference)
     log.info("loading reference%s and current data", " profile" if from_profile else "")
     profile = load_profile(reference) if from_profile else make_profile(
-        reference, options=options, embed_onnx=embed_onnx, embed_output=embed_output, exact=True)
+        reference, options=options, embed_onnx=embed_onnx, embed_output=embed_output, exact=True, model=model)
     profile.extra.setdefault("source", str(reference))
     cur = summarise_current(profile, current, options=options, embed_onnx=embed_onnx, embed_output=embed_output)
     subject_path = model or embed_onnx
@@ -257,20 +284,24 @@ def decide(profile: ReferenceProfile, cur: SideStats, *, options: DriftOptions, 
         "features": table[:200],
     }
     verdict = Verdict.from_checks(STEP, checks, subject=subject, details=details)
-    coverage = (cur.coverage / cur.rows if cur.coverage is not None
-                else np.zeros((len(profile.numeric_names), 13)))
-    return DriftResult(verdict=verdict, features=table, coverage=coverage, profile=profile)
+    return DriftResult(verdict=verdict, features=table, coverage=cur.coverage_shares(), profile=profile)
 
 
 def _feature_tests(profile: ReferenceProfile, cur: SideStats) -> list[dict[str, Any]]:
     rows = []
+    positions = profile.extra.get("layout", {}).get("positions", {})
     for name, ref_sketch, cur_sketch in zip(profile.numeric_names, profile.sketches, cur.sketches, strict=True):
         d, error = ks_between(ref_sketch, cur_sketch)
-        p = ks.ks_pvalue(d, ref_sketch.n, cur_sketch.n)
+        # pooled positions of one sample are not independent: the p-value counts samples, not values
+        per = positions.get(name, 1)
+        p = ks.ks_pvalue(d, max(ref_sketch.n // per, 1), max(cur_sketch.n // per, 1))
         rows.append({"feature": name, "kind": "numeric", "test": "ks", "statistic": _num(d), "pvalue": p,
                      "effect": _num(d) or 0.0, "ks_error": error})
     for name, counts in profile.categories.items():
         current = cur.categories.get(name, {})
+        if OTHER in counts:  # an id feature: ids outside the reference's most frequent count as "(other)"
+            folded = {k: c for k, c in current.items() if k in counts}
+            current = folded | {OTHER: folded.get(OTHER, 0) + sum(c for k, c in current.items() if k not in counts)}
         keys = sorted(set(counts) | set(current))
         stat, p, v = ks.chi_square(np.array([counts.get(k, 0) for k in keys]),
                                    np.array([current.get(k, 0) for k in keys]))

@@ -7,7 +7,9 @@ Kept out of `component.py` so that the component bodies stay short and this stay
 from __future__ import annotations
 
 import dataclasses
+import logging
 import tempfile
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,10 +18,13 @@ from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.mlflow_log import MlflowRegistry, StepRun
 from skewgate.common.verdict import Verdict
-from skewgate.drift.core import DriftOptions, DriftResult, drift_gate
-from skewgate.drift.profile import save_profile
+from skewgate.drift.core import DriftOptions, DriftResult, decide, drift_gate, summarise_current
+from skewgate.drift.profile import load_profile, save_profile
 from skewgate.drift.report import heatmap_png, report_html
+from skewgate.drift.source import open_source
+from skewgate.drift.stream import empty_side, load_partial, merge, save_partial
 
+log = logging.getLogger(__name__)
 PROFILE_URI_TAG = "skewgate.drift.profile_uri"
 PROFILE_SHA_TAG = "skewgate.drift.profile_sha256"
 
@@ -47,9 +52,7 @@ def run_drift(run: StepRun | None, *, reference: str, current: str, model: str, 
     return dataclasses.replace(result.verdict, details={**result.verdict.details, "registry_tags": tags})
 
 
-def run_nightly(run: StepRun | None, *, model_name: str, alias: str, current: str, run_date: str, heatmap: str,
-                html: str) -> Verdict:
-    """Drift of `current` against the `alias` version's profile; tags that version with the status and date."""
+def _champion(run: StepRun | None, model_name: str, alias: str) -> tuple[MlflowRegistry, str, dict[str, str]]:
     if run is None:
         raise InputError("tracking_uri", expected="an MLflow tracking URI (the profile lives in the registry)",
                          found="none")
@@ -61,17 +64,84 @@ def run_nightly(run: StepRun | None, *, model_name: str, alias: str, current: st
     if PROFILE_URI_TAG not in tags:
         raise InputError(f"{model_name} v{version}", field=PROFILE_URI_TAG,
                          expected="a drift profile recorded at promotion", found="no such tag")
+    return registry, version, tags
+
+
+def fetch_profile(run: StepRun | None, *, model_name: str, alias: str, directory: Path) -> tuple[str, Path]:
+    """(version, path): the `alias` version's drift profile, checked against the SHA-256 tagged with it."""
+    registry, version, tags = _champion(run, model_name, alias)
+    profile = registry.download(tags[PROFILE_URI_TAG], directory)
+    if sha256_file(profile) != tags.get(PROFILE_SHA_TAG):
+        raise InputError(profile, field=PROFILE_SHA_TAG, expected=tags.get(PROFILE_SHA_TAG, "(none)"),
+                         found=sha256_file(profile))
+    return version, profile
+
+
+def run_nightly(run: StepRun | None, *, model_name: str, alias: str, current: str, run_date: str, heatmap: str,
+                html: str, pushgateway: str = "", partials: Sequence[str] = (), profile: str = "") -> Verdict:
+    """Drift of `current` against the `alias` version's profile; tags that version with the status and date;
+    with a `pushgateway` URL, pushes the figures there for Prometheus (`alerting.py`). Fanned out: the
+    `partials` of the shards (`partial_statistics`) against the `profile` they were computed with, merged."""
+    registry, version, tags = _champion(run, model_name, alias)
+    assert run is not None
+    with tempfile.TemporaryDirectory() as tmp:
+        if partials:
+            if sha256_file(profile) != tags.get(PROFILE_SHA_TAG):  # the champion changed since the plan step
+                raise InputError(profile, field=PROFILE_SHA_TAG, expected=tags.get(PROFILE_SHA_TAG, "(none)"),
+                                 found=sha256_file(profile))
+            result = merge_partials(profile, partials, current=current)
+        else:
+            _, path = fetch_profile(run, model_name=model_name, alias=alias, directory=Path(tmp))
+            result = drift_gate(reference=path, current=current)
     # KFP resolves the schedule-time placeholder only for scheduled runs; otherwise the literal arrives.
     date = run_date if run_date and not run_date.startswith("{{") else datetime.now(UTC).isoformat(timespec="seconds")
-    with tempfile.TemporaryDirectory() as tmp:
-        profile = registry.download(tags[PROFILE_URI_TAG], Path(tmp))
-        if sha256_file(profile) != tags.get(PROFILE_SHA_TAG):
-            raise InputError(profile, field=PROFILE_SHA_TAG, expected=tags.get(PROFILE_SHA_TAG, "(none)"),
-                             found=sha256_file(profile))
-        result = drift_gate(reference=profile, current=current)
     publish(result, run, heatmap=heatmap, html=html)
     registry.set_tags(model_name, version, {"skewgate.drift.nightly.status": result.verdict.status,
                                             "skewgate.drift.nightly.date": date,
                                             "skewgate.drift.nightly.run_id": run.run_id})
-    details = {**result.verdict.details, "model_version": version, "run_date": date}
+    details = {**result.verdict.details, "model_version": version, "run_date": date,
+               "shards": len(partials) or 1}
+    if pushgateway:
+        details["pushgateway"] = push(result, gateway=pushgateway, model=model_name)
     return dataclasses.replace(result.verdict, details=details)
+
+
+def plan_shards(snapshot: str, *, shards: int) -> tuple[list[int], int]:
+    """(shard indices, rows): files are dealt round-robin to at most `shards` shards, none empty."""
+    source = open_source(snapshot)
+    return list(range(max(1, min(shards, len(source.files))))), source.count_rows()
+
+
+def partial_statistics(profile: str, snapshot: str, *, shard: int, shards: int, rows: int, out: str) -> Path:
+    """One shard's statistics against the profile: files `shard`, `shard + shards`, … of the snapshot."""
+    files = open_source(snapshot).files[shard::shards]
+    reference = load_profile(profile)
+    stats = summarise_current(reference, snapshot, files=files, rows=rows) if files else empty_side(
+        reference.numeric_names, tuple(reference.categories), reference.features.size)
+    return save_partial(stats, out)
+
+
+def merge_partials(profile: str, partials: Sequence[str], *, current: str,
+                   options: DriftOptions | None = None) -> DriftResult:
+    """The verdict from the shards' statistics: what one pass over the whole snapshot decides."""
+    options = options or DriftOptions()
+    loaded = [load_partial(p) for p in partials]
+    merged = loaded[0]
+    for part in loaded[1:]:
+        merged = merge(merged, part, capacity=options.sketch_capacity, exact_rows=options.exact_rows)
+    merged.extra["sha256"] = open_source(current).sha256()  # of the whole snapshot, as one pass records it
+    return decide(load_profile(profile), merged, options=options, from_profile=True, current=current)
+
+
+def push(result: DriftResult, *, gateway: str, model: str) -> str:
+    """Push to the gateway; an unreachable gateway is logged and recorded, not a reason to lose the verdict
+    (the run still fails on drift, and the alert on a stale `last_run` timestamp fires)."""
+    from skewgate.common.errors import BackendError
+    from skewgate.drift.alerting import push_drift_metrics
+
+    try:
+        push_drift_metrics(result.verdict, result.features, gateway=gateway, model=model)
+    except BackendError as err:
+        log.error("%s", err)
+        return f"not pushed: {err}"
+    return f"pushed to {gateway}"

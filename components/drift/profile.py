@@ -63,7 +63,10 @@ def standardise(x: np.ndarray, center: np.ndarray, scale: np.ndarray) -> np.ndar
     """(x − center)/scale with NaN → 0 (the reference mean): MMD sees no units and no holes. One new array."""
     z = np.asarray(x, dtype=np.float32) - center
     z /= scale
-    return np.nan_to_num(z, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+    bad = ~np.isfinite(z)
+    if bad.any():
+        z[bad] = 0.0
+    return z
 
 
 def decile_edges(sketch: QuantileSketch) -> np.ndarray:

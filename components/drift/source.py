@@ -12,7 +12,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,18 +40,23 @@ class Batch:
     numeric: np.ndarray
     categorical: dict[str, Any]
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    pooled: dict[int, np.ndarray] = field(default_factory=dict)  # feature index → all its values (N-D arrays)
 
     @property
     def rows(self) -> int:
-        return int(self.numeric.shape[0]) if self.numeric.ndim == 2 and self.numeric.shape[1] else (
-            len(next(iter(self.categorical.values()))) if self.categorical else int(self.numeric.shape[0]))
+        return int(self.numeric.shape[0])  # a (rows × 0) matrix when every feature is categorical
 
 
 class Source:
     """One input data set. `dtypes` keeps the table's column order; numeric columns are the int/float ones."""
 
-    def __init__(self, location: str, *, files: Sequence[str] = ()) -> None:
+    def __init__(self, location: str, *, files: Sequence[str] = (), feature_axes: Mapping[str, int] | None = None,
+                 ids: Collection[str] = ()) -> None:
         self.location = location
+        self.feature_axes = dict(feature_axes or {})
+        self.ids = set(ids)
+        self.positions: dict[str, int] = {}
+        self._axes: dict[str, int] = {}
         self._npz: dict[str, np.ndarray] | None = None
         self._dataset: ds.Dataset | None = None
         self._filesystem: pafs.FileSystem | None = None
@@ -62,6 +67,8 @@ class Source:
 
     # ---- opening
     def _open_npz(self, path: Path) -> None:
+        """2-D arrays: one feature per column. Higher ranks: one feature per position of the feature axis,
+        pooling every other position (an image's pixels, a sequence's steps). Id arrays: one categorical."""
         arrays = load_npz(path)
         rows = {a.shape[0] if a.ndim else 0 for a in arrays.values()}
         if len(rows) != 1 or 0 in rows:
@@ -69,15 +76,27 @@ class Source:
                              found=f"rows {sorted(rows)}")
         names: list[str] = []
         self.dtypes: dict[str, str] = {}
+        categorical = []
         for name, array in arrays.items():
             if array.dtype.kind not in "biuf":
                 raise InputError(path, field=name, expected="a numeric array", found=f"dtype {array.dtype}")
-            columns = [name] if array.ndim == 1 else [f"{name}[{i}]" for i in range(int(np.prod(array.shape[1:])))]
+            if name in self.ids:
+                _check_ids(path, name, array.dtype)
+                categorical.append(name)
+                self.dtypes[name] = str(array.dtype)
+                continue
+            if array.ndim > 2:
+                axis = feature_axis(name, array.shape, self.feature_axes)
+                self._axes[name] = axis
+                columns = [f"{name}[{i}]" for i in range(array.shape[axis])]
+                self.positions.update(dict.fromkeys(columns, int(np.prod(array.shape[1:])) // array.shape[axis]))
+            else:
+                columns = [name] if array.ndim == 1 else [f"{name}[{i}]" for i in range(array.shape[1])]
             names += columns
             self.dtypes.update(dict.fromkeys(columns, str(array.dtype)))
         self._npz = arrays
         self.numeric_names: tuple[str, ...] = tuple(names)
-        self.categorical_names: tuple[str, ...] = ()
+        self.categorical_names: tuple[str, ...] = tuple(categorical)
         self.files: tuple[str, ...] = (str(path),)
         self._rows = next(iter(rows))
 
@@ -112,9 +131,18 @@ class Source:
         self.files = tuple(f.path for f in fragments)
         # partition keys are in the data set's schema but in no file
         self.dtypes = {f.name: arrow_dtype(f.type) for f in schema if f.name in physical}
-        self.numeric_names = tuple(f.name for f in schema if f.name in self.dtypes and _is_numeric(f.type))
+        for name in self.ids:
+            if name in self.dtypes:
+                _check_ids(location, name, np.dtype(self.dtypes[name]) if self.dtypes[name] != "object" else None)
+        self.numeric_names = tuple(f.name for f in schema if f.name in self.dtypes and _is_numeric(f.type)
+                                   and f.name not in self.ids)
         self.categorical_names = tuple(n for n in self.dtypes if n not in self.numeric_names)
         self._rows = -1
+
+    @property
+    def layout(self) -> dict[str, Any]:
+        """How the features were read, so that the other side is read the same way (kept in the profile)."""
+        return {"feature_axes": dict(self._axes), "ids": sorted(self.ids), "positions": dict(self.positions)}
 
     # ---- reading
     def count_rows(self) -> int:
@@ -159,13 +187,31 @@ class Source:
                      categorical={n: record.column(n) for n in self.categorical_names})
 
     def _npz_batches(self, batch_rows: int) -> Iterator[Batch]:
+        """Pooled features: `numeric` holds each sample's mean over the positions (what MMD compares),
+        `pooled` every value (what KS, NaN share and coverage see)."""
         assert self._npz is not None
         origin = Path(self.location).name
         for start in range(0, self._rows, batch_rows):
             parts = {name: a[start:start + batch_rows] for name, a in self._npz.items()}
-            flat = [p.reshape(len(p), -1) if p.ndim > 1 else p[:, None] for p in parts.values()]
-            numeric = (flat[0] if len(flat) == 1 else np.concatenate(flat, axis=1)).astype(np.float32, copy=False)
-            yield Batch(origin=origin, numeric=numeric, categorical={}, arrays=parts)
+            blocks: list[np.ndarray] = []
+            pooled: dict[int, np.ndarray] = {}
+            categorical: dict[str, Any] = {}
+            for name, part in parts.items():
+                if name in self.categorical_names:
+                    categorical[name] = part.reshape(-1)
+                elif name in self._axes:
+                    channels = part.shape[self._axes[name]]
+                    values = np.moveaxis(part, self._axes[name], -1).reshape(len(part), -1, channels)
+                    values = values.astype(np.float32, copy=False)
+                    offset = sum(b.shape[1] for b in blocks)
+                    pooled |= {offset + c: values[:, :, c].reshape(-1) for c in range(values.shape[2])}
+                    with np.errstate(all="ignore"):
+                        blocks.append(np.nanmean(values, axis=1) if np.isnan(values).any() else values.mean(axis=1))
+                else:
+                    blocks.append(part.reshape(len(part), -1) if part.ndim > 1 else part[:, None])
+            numeric = (np.concatenate(blocks, axis=1) if blocks else np.zeros((len(next(iter(parts.values()))), 0)))
+            yield Batch(origin=origin, numeric=numeric.astype(np.float32, copy=False), categorical=categorical,
+                        arrays=parts, pooled=pooled)
 
     # ---- identity
     def sha256(self) -> str:
@@ -188,9 +234,29 @@ class Source:
         return f"Source({self.location!r}, {len(self.files)} files)"
 
 
-def open_source(location: str | Path, *, files: Sequence[str] = ()) -> Source:
-    """`files`: read only these files of the data set (a fan-out shard)."""
-    return Source(str(location), files=files)
+def open_source(location: str | Path, *, files: Sequence[str] = (), feature_axes: Mapping[str, int] | None = None,
+                ids: Collection[str] = ()) -> Source:
+    """`files`: read only these files of the data set (a fan-out shard). `feature_axes`: an N-D array's feature
+    axis by name (default per layout: `feature_axis`). `ids`: integer columns/arrays that are ids (categories)."""
+    return Source(str(location), files=files, feature_axes=feature_axes, ids=ids)
+
+
+def feature_axis(name: str, shape: tuple[int, ...], declared: Mapping[str, int]) -> int:
+    """The declared axis, else: 4-D channels-last when the last axis is small (≤ 4) and the second is not
+    (NHWC), else channels-first (NCHW); 3-D and 5-D+: the last axis (a sequence's features)."""
+    if name in declared:
+        axis = declared[name] % len(shape)
+        if axis == 0:
+            raise InputError(name, field="feature axis", expected="an axis other than 0 (the rows)", found="0")
+        return axis
+    if len(shape) == 4:
+        return 3 if shape[3] <= 4 < shape[1] else 1
+    return len(shape) - 1
+
+
+def _check_ids(source: str | Path, name: str, dtype: np.dtype | None) -> None:
+    if dtype is None or dtype.kind not in "iu":
+        raise InputError(source, field=name, expected="an integer column of ids", found=f"dtype {dtype}")
 
 
 def arrow_dtype(arrow_type: pa.DataType) -> str:

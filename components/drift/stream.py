@@ -61,9 +61,19 @@ class SideStats:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def nan_share(self) -> dict[str, float]:
+        """Per feature: missing values / values (a pooled N-D feature has several values per row)."""
         rows = max(self.rows, 1)
-        shares = {n: int(c) / rows for n, c in zip(self.numeric_names, self.nan, strict=True)}
+        totals = [s.n + int(c) for s, c in zip(self.sketches, self.nan, strict=True)] if self.sketches else []
+        shares = {n: int(c) / (totals[j] if totals and totals[j] else rows)
+                  for j, (n, c) in enumerate(zip(self.numeric_names, self.nan, strict=True))}
         return shares | {n: c / rows for n, c in self.missing.items()}
+
+    def coverage_shares(self) -> np.ndarray:
+        """Coverage counts as shares of each feature's values."""
+        if self.coverage is None:
+            return np.zeros((len(self.numeric_names), COVERAGE_BINS))
+        totals = np.array([s.n + int(c) for s, c in zip(self.sketches, self.nan, strict=True)], dtype=np.float64)
+        return self.coverage / np.maximum(totals, 1)[:, None]
 
     def standardisation(self) -> tuple[np.ndarray, np.ndarray]:
         """Per-column mean and standard deviation of the MMD input; constant or empty columns get scale 1."""
@@ -116,7 +126,7 @@ class Accumulator:
         if self.tables:
             self._add_tables(numeric, batch)
         if self.edges is not None:
-            self._add_coverage(numeric)
+            self._add_coverage(numeric, batch)
         if self.mmd is None and not self.sample_rows:
             return
         mmd_input = self.embedder(batch) if self.embedder is not None else numeric
@@ -126,27 +136,42 @@ class Accumulator:
         if self.mmd is not None:
             self._add_mmd(mmd_input, batch.origin)
 
+    def _columns(self, numeric: np.ndarray, batch: Batch) -> list[np.ndarray]:
+        """Each feature's values in this batch: its column, or every pooled value of an N-D feature."""
+        return [batch.pooled[int(k)] if int(k) in batch.pooled else numeric[:, j] for j, k in enumerate(self.order)]
+
     def _add_tables(self, numeric: np.ndarray, batch: Batch) -> None:
+        if batch.pooled:
+            for j, values in enumerate(self._columns(numeric, batch)):
+                self.nan[j] += int(np.isnan(values).sum())
+                self.builders[j].add(values[np.isfinite(values)])
+        else:
+            ordered = np.sort(np.ascontiguousarray(numeric.T), axis=1)  # a row per feature; NaN sorts last
+            finite = np.isfinite(numeric).sum(axis=0)
+            self.nan += np.isnan(numeric).sum(axis=0)
+            for j, builder in enumerate(self.builders):
+                builder.add(ordered[j, : finite[j]], presorted=True)
+        for name in self.categorical:
+            self._add_categories(name, batch.categorical[name])
+
+    def _add_categories(self, name: str, column: Any) -> None:
+        if isinstance(column, np.ndarray):  # ids from an .npz
+            values, counts = np.unique(column, return_counts=True)
+            self.counts[name].update({str(v): int(c) for v, c in zip(values, counts, strict=True)})
+            return
         import pyarrow.compute as pc
 
-        ordered = np.sort(numeric, axis=0)  # NaN sorts last
-        finite = np.isfinite(numeric).sum(axis=0)
-        self.nan += np.isnan(numeric).sum(axis=0)
-        for j, builder in enumerate(self.builders):
-            builder.add(ordered[: finite[j], j], presorted=True)
-        for name in self.categorical:
-            column = batch.categorical[name]
-            self.missing[name] += int(column.null_count)
-            if hasattr(column, "dictionary_decode") and hasattr(column, "dictionary"):
-                column = column.dictionary_decode()
-            counted = pc.value_counts(column.drop_null())
-            values, counts = counted.field("values").to_pylist(), counted.field("counts").to_pylist()
-            self.counts[name].update({str(v): int(c) for v, c in zip(values, counts, strict=True)})
+        self.missing[name] += int(column.null_count)
+        if hasattr(column, "dictionary_decode") and hasattr(column, "dictionary"):
+            column = column.dictionary_decode()
+        counted = pc.value_counts(column.drop_null())
+        values, counts = counted.field("values").to_pylist(), counted.field("counts").to_pylist()
+        self.counts[name].update({str(v): int(c) for v, c in zip(values, counts, strict=True)})
 
-    def _add_coverage(self, numeric: np.ndarray) -> None:
+    def _add_coverage(self, numeric: np.ndarray, batch: Batch) -> None:
         assert self.edges is not None
-        for j in range(numeric.shape[1]):
-            column, edges = numeric[:, j], self.edges[j]
+        for j, column in enumerate(self._columns(numeric, batch)):
+            edges = self.edges[j]
             nan = np.isnan(column)
             self.coverage[j, 12] += int(nan.sum())
             if np.isnan(edges).any():
@@ -160,12 +185,19 @@ class Accumulator:
             self.coverage[j, 11] += int(above.sum())
 
     def _add_moments(self, x: np.ndarray) -> None:
-        values = np.asarray(x, dtype=np.float64)
+        """Count, mean and M2 per column of the finite values; float32 temporaries, float64 sums."""
+        values = np.asarray(x, dtype=np.float32)
         finite = np.isfinite(values)
-        count = finite.sum(axis=0).astype(np.float64)
-        safe = np.where(finite, values, 0.0)
-        mean = safe.sum(axis=0) / np.maximum(count, 1)
-        m2 = (np.where(finite, values - mean, 0.0) ** 2).sum(axis=0)
+        if finite.all():
+            count = np.full(values.shape[1], float(len(values)))
+            mean = values.sum(axis=0, dtype=np.float64) / max(len(values), 1)
+            deviation = values - mean.astype(np.float32)
+        else:
+            count = finite.sum(axis=0).astype(np.float64)
+            mean = np.where(finite, values, 0).sum(axis=0, dtype=np.float64) / np.maximum(count, 1)
+            deviation = np.where(finite, values - mean.astype(np.float32), np.float32(0))
+        np.square(deviation, out=deviation)
+        m2 = deviation.sum(axis=0, dtype=np.float64)
         self.moments = _merge_moments(self.moments, np.stack([count, mean, m2]))
 
     def _add_sample(self, x: np.ndarray, keys: np.ndarray) -> None:
@@ -198,6 +230,15 @@ class Accumulator:
             kept=None if self.kept is None else _stack(self.kept, self.mmd),
             keep_rows=self.mmd.keep_rows if self.mmd else 0,
             moments=self.moments, sample=self.sample, sample_keys=self.sample_keys if self.sample_rows else None)
+
+
+def empty_side(numeric_names: tuple[str, ...], categorical: tuple[str, ...], rff_size: int) -> SideStats:
+    """The statistics of no rows (a shard that was dealt no files): merging it changes nothing."""
+    k = len(numeric_names)
+    return SideStats(rows=0, numeric_names=numeric_names, sketches=[QuantileSketch.of(np.zeros(0)) for _ in range(k)],
+                     nan=np.zeros(k, dtype=np.int64), categories={n: {} for n in categorical},
+                     missing=dict.fromkeys(categorical, 0), coverage=np.zeros((k, COVERAGE_BINS), dtype=np.int64),
+                     rff_sum=np.zeros(rff_size), mmd_rows=0)
 
 
 def _stack(parts: list[np.ndarray], plan: MmdPlan | None) -> np.ndarray:

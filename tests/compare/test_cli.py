@@ -8,6 +8,7 @@ import pytest
 from mlflow import MlflowClient
 
 from skewgate.cli import main
+from skewgate.common.cli_support import write_report
 from skewgate.common.io import sha256_file
 from skewgate.common.verdict import Check, Subject, Verdict
 from tests.compare import models
@@ -23,8 +24,10 @@ class Registry:
     def promote(self, onnx_path, *, require="export", verdicts=None):
         """Promote `onnx_path` on a passing export verdict (plus whatever is in `verdicts`)."""
         folder = verdicts or self.root / f"verdicts-{sha256_file(onnx_path)[:8]}"
-        Verdict.from_checks("export", [Check("ok", passed=True)],
-                            subject=Subject(str(onnx_path), sha256_file(onnx_path))).write(folder / "export.json")
+        folder.mkdir(parents=True, exist_ok=True)
+        write_report(Verdict.from_checks("export", [Check("ok", passed=True)],
+                                         subject=Subject(str(onnx_path), sha256_file(onnx_path))),
+                     folder / "export.json")  # signed with $SKEWGATE_SIGNING_KEY, as the export step's report is
         return main(["promote", "--model-name", NAME, "--onnx", str(onnx_path), "--verdicts", str(folder),
                      "--require", require, "--tracking-uri", self.uri, "--experiment", NAME, "-q"])
 
@@ -36,7 +39,12 @@ class Registry:
 
 
 @pytest.fixture
-def registry(tmp_path):
+def registry(tmp_path, monkeypatch):
+    from skewgate.common import attest
+
+    key, public = attest.generate_keys(tmp_path / "keys")
+    monkeypatch.setenv(attest.SIGNING_KEY_ENV, str(key))  # every report signed, promote trusts the key
+    monkeypatch.setenv(attest.TRUSTED_KEYS_ENV, str(public))
     return Registry(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path)
 
 

@@ -146,3 +146,68 @@ def test_a_file_that_is_neither_table_nor_profile_is_bad_input(tmp_path, write):
     frame = pd.DataFrame({"a": ["x", "y"]})
     with pytest.raises(InputError, match="at least one numeric feature"):
         drift_gate(reference=write("ref", frame), current=write("cur", frame))
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_image_channels_are_the_features_and_pixels_are_pooled(tmp_path, layout):
+    rng = np.random.default_rng(0)
+
+    def images(n, shift):
+        x = rng.normal(size=(n, 3, 6, 6)).astype(np.float32)
+        x[:, 1] += shift  # one channel drifts at every pixel
+        return x if layout == "nchw" else np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+    np.savez(tmp_path / "ref.npz", x=images(600, 0.0))
+    np.savez(tmp_path / "same.npz", x=images(600, 0.0))
+    np.savez(tmp_path / "shifted.npz", x=images(600, 0.3))
+    same = drift_gate(reference=tmp_path / "ref.npz", current=tmp_path / "same.npz")
+    shifted = drift_gate(reference=tmp_path / "ref.npz", current=tmp_path / "shifted.npz")
+    assert sorted(r["feature"] for r in same.features) == ["x[0]", "x[1]", "x[2]"]
+    assert same.verdict.status == "pass"
+    assert shifted.verdict.status == "fail" and [r["feature"] for r in shifted.features if r["drifted"]] == ["x[1]"]
+    assert shifted.coverage.shape == (3, 13) and shifted.coverage.sum(axis=1) == pytest.approx(1.0)
+    declared = drift_gate(reference=tmp_path / "ref.npz", current=tmp_path / "same.npz",
+                          options=DriftOptions(feature_axes=(("x", 2),)))
+    assert len(declared.features) == 6  # the declared axis (H of NCHW, W of NHWC) has 6 positions
+
+
+def test_token_ids_are_categories_with_the_rare_ones_folded(write):
+    rng = np.random.default_rng(1)
+    # the same id range, different ids: the current data uses the odd ids where the reference used the even ones
+    ref = pd.DataFrame({"token": rng.integers(0, 400, 4000) * 2, "f0": rng.normal(size=4000)})
+    cur = pd.DataFrame({"token": rng.integers(0, 400, 4000) * 2 + 1, "f0": rng.normal(size=4000)})
+    as_numbers = drift_gate(reference=write("ref", ref), current=write("cur", cur))
+    as_ids = drift_gate(reference=write("ref", ref), current=write("cur", cur),
+                        options=DriftOptions(ids=("token",), max_categories=100))
+    numeric = next(r for r in as_numbers.features if r["feature"] == "token")
+    token = next(r for r in as_ids.features if r["feature"] == "token")
+    assert numeric["test"] == "ks" and not numeric["drifted"]
+    assert token["test"] == "chi2" and token["drifted"] and token["effect"] > 0.3
+    assert "(other)" in as_ids.profile.categories["token"] and len(as_ids.profile.categories["token"]) == 101
+    with pytest.raises(InputError, match="f0: expected an integer column of ids"):
+        drift_gate(reference=write("ref", ref), current=write("cur", cur), options=DriftOptions(ids=("f0",)))
+
+
+def test_integer_inputs_of_the_model_are_ids_without_declaring_them(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"]), helper.make_node("Identity", ["tokens"], ["t"])], "two",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3]),
+         helper.make_tensor_value_info("tokens", TensorProto.INT64, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3]),
+         helper.make_tensor_value_info("t", TensorProto.INT64, ["batch", 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    rng = np.random.default_rng(3)
+    np.savez(tmp_path / "ref.npz", x=rng.normal(size=(800, 3)).astype(np.float32),
+             tokens=rng.integers(0, 50, (800, 8)) * 2)
+    np.savez(tmp_path / "cur.npz", x=rng.normal(size=(800, 3)).astype(np.float32),
+             tokens=rng.integers(0, 50, (800, 8)) * 2 + 1)  # other ids, the same range
+    result = drift_gate(reference=tmp_path / "ref.npz", current=tmp_path / "cur.npz", model=tmp_path / "m.onnx")
+    tokens = next(r for r in result.features if r["feature"] == "tokens")
+    assert tokens["test"] == "chi2" and tokens["drifted"]
+    assert {r["feature"] for r in result.features} == {"x[0]", "x[1]", "x[2]", "tokens"}
+    assert result.profile.extra["layout"]["ids"] == ["tokens"]

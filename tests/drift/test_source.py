@@ -63,3 +63,13 @@ def test_csv_with_missing_values(tmp_path):
 def test_bad_locations_are_input_errors(tmp_path, make, message):
     with pytest.raises(InputError, match=message):
         open_source(make(tmp_path))
+
+
+def test_a_uri_goes_through_pyarrow_filesystems(hive):
+    """file:// takes the object-store path (a pyarrow FileSystem from the URI), with no S3 server needed."""
+    by_uri, local = open_source(f"file://{hive}"), open_source(hive)
+    assert by_uri.dtypes == local.dtypes and by_uri.count_rows() == 2000
+    assert [b.origin for b in by_uri.batches()] == [b.origin for b in local.batches()]
+    assert by_uri.sha256() == local.sha256()
+    with pytest.raises(InputError, match="no such path"):
+        open_source(f"file://{hive}/missing")

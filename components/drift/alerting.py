@@ -1,0 +1,68 @@
+"""Drift where operators look: push a drift verdict's figures to a Prometheus Pushgateway (`prometheus-client`).
+
+Series (grouped by `job` and `model` on the gateway, so each model's latest run replaces its previous one):
+
+- `skewgate_drift_status{status}`: 1 for the verdict's status, 0 for the others (pass, warn, fail, error);
+- `skewgate_drift_mmd`, `skewgate_drift_mmd_pvalue`, `skewgate_drift_features_drifted`, `skewgate_drift_ks_error_bound`;
+- per feature (the `MAX_FEATURES` most drifted): `skewgate_drift_feature_statistic{feature,test}` (KS D or
+  chi-square), `skewgate_drift_feature_pvalue` (adjusted), `skewgate_drift_feature_effect`,
+  `skewgate_drift_feature_drifted`;
+- `skewgate_drift_last_run_timestamp_seconds`, for an alert when the nightly run stops running.
+
+The chart's alert rules and Grafana dashboard (`charts/skewgate/files/`) read these names.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from skewgate.common.errors import BackendError
+from skewgate.common.verdict import STATUSES, Verdict
+
+log = logging.getLogger(__name__)
+JOB = "skewgate_nightly_drift"
+MAX_FEATURES = 100  # bounds the series per model; the full table is in MLflow
+
+
+def push_drift_metrics(verdict: Verdict, features: Sequence[dict[str, Any]], *, gateway: str, model: str,
+                       job: str = JOB, timeout: float = 10.0) -> None:
+    """Replace this model's group on the gateway with the verdict's figures. Raises `BackendError` when the
+    gateway cannot be reached (the verdict itself stands: the caller decides what an unpushed verdict means)."""
+    from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
+
+    registry = CollectorRegistry()
+
+    def gauge(name: str, doc: str, labels: Sequence[str] = ()) -> Gauge:
+        return Gauge(name, doc, labelnames=list(labels), registry=registry)
+
+    status = gauge("skewgate_drift_status", "1 for the drift verdict's status, 0 for the others", ["status"])
+    for value in STATUSES:
+        status.labels(status=value).set(1.0 if verdict.status == value else 0.0)
+    mmd = verdict.details.get("mmd", {})
+    gauge("skewgate_drift_mmd", "MMD² between the reference and the current data").set(mmd.get("value") or 0.0)
+    gauge("skewgate_drift_mmd_pvalue", "p-value of the MMD test").set(_number(mmd.get("pvalue"), 1.0))
+    gauge("skewgate_drift_ks_error_bound", "largest error of a KS statistic from its sketches").set(
+        _number(verdict.details.get("ks_error_bound"), 0.0))
+    gauge("skewgate_drift_features_drifted", "features whose KS/chi-square test flags drift").set(
+        sum(1 for row in features if row.get("drifted")))
+    per_feature = {
+        "statistic": gauge("skewgate_drift_feature_statistic", "KS D or chi-square statistic", ["feature", "test"]),
+        "adjusted_pvalue": gauge("skewgate_drift_feature_pvalue", "adjusted p-value", ["feature", "test"]),
+        "effect": gauge("skewgate_drift_feature_effect", "KS D or Cramér's V", ["feature", "test"]),
+        "drifted": gauge("skewgate_drift_feature_drifted", "1 when the feature drifted", ["feature", "test"]),
+    }
+    for row in list(features)[:MAX_FEATURES]:
+        for key, series in per_feature.items():
+            series.labels(feature=str(row["feature"]), test=str(row["test"])).set(_number(row.get(key), float("nan")))
+    gauge("skewgate_drift_last_run_timestamp_seconds", "when the drift check last ran").set_to_current_time()
+    try:
+        push_to_gateway(gateway, job=job, registry=registry, grouping_key={"model": model}, timeout=timeout)
+    except OSError as err:  # URLError, connection refused, timeouts
+        raise BackendError(f"pushgateway {gateway}: {err}") from err
+    log.info("pushed drift metrics for %s to %s", model, gateway)
+
+
+def _number(value: Any, default: float) -> float:
+    return float(value) if isinstance(value, int | float) else default  # None (not testable) → the default
