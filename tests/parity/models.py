@@ -95,11 +95,13 @@ def quantize(source: Path, target: Path, inputs: Path, *, break_value: str | Non
     """INT8 QDQ with ONNX Runtime's quantiser; `break_value`: give that activation a scale 100× too large."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
-    data = np.load(inputs)["x"]
+    arrays = np.load(inputs)
+    names = [i.name for i in onnx.load(str(source)).graph.input]
+    count = len(arrays[names[0]])
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
-            self.batches = iter([{"x": data[i : i + 8]} for i in range(0, len(data), 8)])
+            self.batches = iter([{n: arrays[n][i : i + 8] for n in names} for i in range(0, count, 8)])
 
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self.batches, None)
