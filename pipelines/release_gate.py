@@ -34,12 +34,14 @@ def release_gate(
     max_samples: int = 64,
     triton_url: str = "",
     max_accuracy_drop: float = 0.01,
+    fp16_candidate: bool = False,
 ) -> str:
     """`candidate_model`: URI of the `.pt2`; `eval_data`: URI of the `.npz` of example inputs; `reference_data`
     and `current_data`: URIs of the training and validation/recent serving features (Parquet, CSV or `.npz`);
     `calibration_data`: URI of the `.npz` of INT8 calibration inputs (labels for the budget come from a `labels`
     array in `eval_data`); `max_accuracy_drop`: the INT8 accuracy budget;
-    `triton_url`: host:port of the Triton server to probe (empty: the probe step starts its own).
+    `triton_url`: host:port of the Triton server to probe (empty: the probe step starts its own);
+    `fp16_candidate`: parity also judges the model's FP16 conversion, value by value (a failing FP16 blocks).
 
     Returns promote's status (`pass` = promoted); a refused promotion fails the run in `gate-blocked`.
     """
@@ -92,6 +94,7 @@ def release_gate(
         eval_data=data.output,
         triton_url=triton_url,
         triton_model=model_name,
+        fp16=fp16_candidate,
         tracking_uri=mlflow_tracking_uri,
         experiment=model_name,
         pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
