@@ -58,6 +58,15 @@ def test_defect_inside_attention_is_localised_to_its_module(zoo, tmp_path, defec
     assert module in result.verdict.check("layers.torch_vs_fp32").detail
 
 
+def test_isolated_rerun_of_an_op_that_reads_the_graph_input(zoo, tmp_path):
+    """The input projection reads `x` itself: the re-run feeds it the same few samples of the graph input."""
+    files, onnx_path = zoo("transformer")
+    result = _run(files, plant_in_attention(onnx_path, tmp_path / "bias.onnx", "proj", "bias"))
+    first = result.verdict.details["torch_vs_fp32"]["first_divergence"]
+    assert (first["module"], first["value"]) == ("proj", "linear")
+    assert "introduced here" in first["isolated"], first["isolated"]
+
+
 def test_shape_mismatch_is_reported_not_dropped(zoo):
     _, onnx_path = zoo("transformer")
     model = onnx.load(str(onnx_path))
