@@ -100,3 +100,10 @@ def test_pipeline_step_judges_the_fp16_candidate_when_asked(overflowing, tmp_pat
     verdict = run_parity(None, **common, fp16=True)
     assert verdict.status == "fail" and not verdict.check("fp32_vs_fp16.values").passed
     assert "<h2>fp32_vs_fp16</h2>" in (tmp_path / "p.html").read_text()
+
+
+def test_given_fp16_model_that_does_not_fit_exits_2(zoo, tmp_path):
+    files, onnx_path = zoo("layernorm_mlp")
+    base = ["parity", "--torch", str(files.pt2), "--onnx", str(onnx_path), "--inputs", str(files.inputs), "--fp16"]
+    assert main([*base, str(tmp_path / "missing.onnx")]) == 2
+    assert main([*base, str(zoo("token_ids")[1])]) == 2  # another model's inputs (`ids`, not `x`)
