@@ -60,6 +60,7 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
         compare_confidence: float = 0.95,
         compare_max_churn: float = -1.0,
         compare_task: str = "auto",
+        fp16_candidate: bool = False,
     ) -> str:
         """Gate the promotion of one candidate; returns the outcome (`promoted`), which the exit handler
         `finish-mlflow-run` also writes to the MLflow parent run. A refused promotion fails the run in
@@ -92,6 +93,8 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
             compare_confidence: Compare confidence — level of the bootstrap interval on each difference.
             compare_max_churn: Max churn — largest share of changed top-1 answers (< 0: reported, not gated).
             compare_task: Compare task — auto, classification or regression.
+            fp16_candidate: FP16 candidate — parity also judges an FP16 conversion of the model layer by layer
+                (overflow, SQNR floor) and proposes the ops to keep in FP32.
         """
         # The exit handler ends the run's MLflow parent run with the outcome, however the tasks below end.
         finisher = add_finisher(pipeline="release-gate", tracking_uri=mlflow_tracking_uri, experiment=model_name,
@@ -146,6 +149,7 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
                 eval_data=data.output,
                 triton_url=triton_url,
                 triton_model=model_name,
+                fp16=fp16_candidate,
                 tracking_uri=mlflow_tracking_uri,
                 experiment=model_name,
                 pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,

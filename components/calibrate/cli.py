@@ -32,7 +32,11 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--max-accuracy-drop", type=float, default=defaults.max_accuracy_drop,
                         help="budget: accuracy points with labels, else top-1 disagreement (default: %(default)s)")
     parser.add_argument("--max-fallback-layers", type=int, default=defaults.max_fallback_layers,
-                        help="most layers kept in FP32 while chasing the budget (default: %(default)s)")
+                        help="most candidates (layers, op groups, 7-bit weights) tried while chasing the budget "
+                             "(default: %(default)s)")
+    parser.add_argument("--min-int8-mac-share", type=float, default=defaults.min_int8_mac_share,
+                        help="warn when the written model runs a smaller share of its MACs in INT8 "
+                             "(default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
     parser.add_argument("--min-calibration-samples", type=int, default=defaults.min_calibration_samples)
     parser.add_argument("--no-equalize", action="store_true", help="never rescale outlier channels")
@@ -53,6 +57,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 
         options = CalibrateOptions(method=args.method, max_accuracy_drop=args.max_accuracy_drop,
                                    max_fallback_layers=args.max_fallback_layers, batch_size=args.batch_size,
+                                   min_int8_mac_share=args.min_int8_mac_share,
                                    min_calibration_samples=args.min_calibration_samples,
                                    equalize=not args.no_equalize, per_channel=not args.per_tensor_weights)
         result = calibrate(onnx=args.onnx, calibration=args.calibration, eval_data=args.eval_data, out=args.out,

@@ -45,7 +45,8 @@ def histogram_plot(result: CalibrationResult, path: str | Path) -> Path:
     ax.bar(range(len(layers)), [r["sqnr_db"] for r in layers], color="tab:purple")
     ax.set_xticks(range(len(layers)), [f"{r['value']} ({r['op']})" for r in layers], rotation=60, fontsize=6)
     ax.set_ylabel("SQNR dB", fontsize=8)
-    ax.set_title("per-layer SQNR, INT8 vs FP32 on the eval set", fontsize=8)
+    ax.set_title("per-layer SQNR, INT8 vs FP32 on the eval set (intermediates exposed: unfused, diagnostic)",
+                 fontsize=8)
     fig.suptitle(f"calibrate: {result.verdict.status.upper()}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100, format="png")  # explicit: KFP output paths have no suffix
@@ -55,12 +56,17 @@ def histogram_plot(result: CalibrationResult, path: str | Path) -> Path:
 
 def report_html(result: CalibrationResult) -> str:
     return html_page(result.verdict, (
-        _table("accuracy-budget trials", result.trials, ["trial", "excluded", "drop", "accuracy_int8",
-                                                         "top1_agreement"])
+        _table("accuracy-budget trials (each judged on the INT8 file as deployed)", result.trials,
+               ["trial", "tried", "excluded", "reduce_range", "kept", "drop", "accuracy_int8", "top1_agreement",
+                "kl_divergence"])
+        + _table("INT8 coverage by op type (nodes)", [
+            {"op": op, **counts} for op, counts in result.verdict.details.get("int8_coverage", {}).get(
+                "op_types", {}).items()], ["op", "int8", "fp32"])
         + _table("tensors", result.tensors, ["tensor", "method", "low", "high", "min", "max", "max_over_p9999",
                                              "kurtosis", "clipped", "eval_outside", "set_aside_samples",
                                              "outlier"])
-        + _table("per-layer SQNR", result.layers, ["value", "op", "module", "sqnr_db", "introduced_db"])))
+        + _table("per-layer SQNR (diagnostic: intermediates exposed, so ORT's Q/DQ fusions are off)",
+                 result.layers, ["value", "op", "module", "sqnr_db", "introduced_db"])))
 
 
 def _table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> str:

@@ -19,11 +19,13 @@ def parity_op(
     layer_plot: dsl.Output[dsl.Artifact],
     triton_url: str = "",
     triton_model: str = "",
+    fp16: bool = False,
     tracking_uri: str = "",
     experiment: str = "skewgate",
     pipeline_run_id: str = "",
 ) -> str:
-    """Layerwise parity of the exported model and its INT8 version; against Triton too when `triton_url` is set."""
+    """Layerwise parity of the exported model and its INT8 version; against Triton too when `triton_url` is set;
+    with `fp16`, also its FP16 conversion value by value, with the nodes to keep in FP32 proposed and checked."""
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
     from skewgate.parity.pipeline_support import run_parity
@@ -32,7 +34,7 @@ def parity_op(
         "parity",
         lambda run: run_parity(run, torch_model=torch_model.path, onnx=onnx_model.path, int8=int8_model.path,
                                inputs=eval_data.path,
-                               triton_url=triton_url, triton_model=triton_model, plot=layer_plot.path,
+                               triton_url=triton_url, triton_model=triton_model, fp16=fp16, plot=layer_plot.path,
                                html=html_report.path),
         TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id),
     )

@@ -180,8 +180,9 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
 
         def isolate(name: str) -> str:
             small = {s.name: _take(feeds[s.name], batch_axis(s), ISOLATED_SAMPLES) for s in specs}
-            return _isolated(name, matching, recorder.run(small)[1], run_by_name(fp32_layers, small), fp32_model,
-                             options.layer_tolerance, min(ISOLATED_SAMPLES, n))
+            ort_values = {**small, **run_by_name(fp32_layers, small)}  # graph inputs too: an op may read them
+            return _isolated(name, matching, recorder.run(small)[1], ort_values, fp32_model, options.layer_tolerance,
+                             min(ISOLATED_SAMPLES, n))
 
         rows[FP32], fp32_checks, details["torch_vs_fp32"] = _layer_report(
             FP32, layers[FP32], values, outputs, lambda e: not e.ok, matching, isolate, options)

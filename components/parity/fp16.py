@@ -143,9 +143,9 @@ def fp16_checks(fp32_model: Any, candidate_path: str | Path | None, feeds: Mappi
     verify the nodes to keep in FP32. Returns checks, details and one row per compared value."""
     import onnx
 
-    fp32_layers = session(with_intermediates(fp32_model), arena=False, cuda=options.cuda)
     given = candidate_path is not None
-    candidate = onnx.load(str(candidate_path)) if given else convert(fp32_model, [])
+    candidate = _given(candidate_path, fp32_model) if candidate_path is not None else convert(fp32_model, [])
+    fp32_layers = session(with_intermediates(fp32_model), arena=False, cuda=options.cuda)
     result = evaluate(fp32_layers, fp32_model, candidate, feeds, options)
     rows = _rows(result, candidate, options)
     details: dict[str, Any] = {"candidate": str(candidate_path) if given else "converted (onnxconverter-common)",
@@ -182,6 +182,21 @@ def fp16_checks(fp32_model: Any, candidate_path: str | Path | None, feeds: Mappi
                                 f"{_named(keep, ops)}") if fixed is not None else
                         f"no keep-in-FP32 list found in {len(tried)} rounds; tried {_named(keep, ops)}"))
     return checks, details, rows
+
+
+def _given(path: str | Path, fp32_model: Any) -> Any:
+    """A given FP16 model: valid ONNX, with the FP32 model's input and output names (in that order)."""
+    from skewgate.common.errors import InputError
+    from skewgate.common.io import load_onnx, onnx_input_specs
+
+    model = load_onnx(path)
+    for field_name, ours, theirs in (
+            ("inputs", [s.name for s in onnx_input_specs(fp32_model)], [s.name for s in onnx_input_specs(model)]),
+            ("outputs", [o.name for o in fp32_model.graph.output], [o.name for o in model.graph.output])):
+        if ours != theirs:
+            raise InputError(path, field=field_name, expected=f"the FP32 model's {field_name} {ours}",
+                             found=f"{theirs}")
+    return model
 
 
 def _named(nodes: list[str], ops: dict[str, str]) -> str:

@@ -13,8 +13,8 @@ from skewgate.parity.report import layer_plot, report_html
 
 
 def run_parity(run: StepRun | None, *, torch_model: str, onnx: str, int8: str, inputs: str, triton_url: str,
-               triton_model: str, plot: str, html: str) -> Verdict:
-    result = parity(torch_model=torch_model, onnx=onnx, int8=int8 or None, inputs=inputs,
+               triton_model: str, plot: str, html: str, fp16: bool = False) -> Verdict:
+    result = parity(torch_model=torch_model, onnx=onnx, int8=int8 or None, inputs=inputs, fp16=fp16,
                     triton_url=triton_url or None,
                     triton_model=triton_model or None, options=ParityOptions(layerwise=True))
     publish(result, run, plot=plot, html=html)

@@ -74,6 +74,8 @@ def test_budget_loop_fixes_what_only_the_deployed_graph_shows(exported, tmp_path
     result = calibrate(onnx=model, calibration=calibration, eval_data=eval_data, out=out,
                        options=CalibrateOptions(max_accuracy_drop=0.05, max_fallback_layers=4))
     trials, details = result.trials, result.verdict.details
+    if details["judged_on"]["vnni"]:
+        pytest.skip("the deployed-only damage here is int16 saturation in ORT's u8×s8 kernels on CPUs without VNNI")
     assert trials[0]["drop"] > 0.05 > details["unfused_drop"]["first"]  # only the deployed graph shows it
     assert result.verdict.status in ("pass", "warn"), result.verdict.message
     assert result.verdict.check("accuracy_drop").passed

@@ -95,11 +95,13 @@ def quantize(source: Path, target: Path, inputs: Path, *, break_value: str | Non
     """INT8 QDQ with ONNX Runtime's quantiser; `break_value`: give that activation a scale 100× too large."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
-    data = np.load(inputs)["x"]
+    arrays = np.load(inputs)
+    names = [i.name for i in onnx.load(str(source)).graph.input]
+    count = len(arrays[names[0]])
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
-            self.batches = iter([{"x": data[i : i + 8]} for i in range(0, len(data), 8)])
+            self.batches = iter([{n: arrays[n][i : i + 8] for n in names} for i in range(0, count, 8)])
 
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self.batches, None)
@@ -117,7 +119,8 @@ def quantize(source: Path, target: Path, inputs: Path, *, break_value: str | Non
 
 def plant_in_attention(source: Path, target: Path, module: str, defect: str) -> Path:
     """A defect inside `module`'s scaled-dot-product attention: `softmax_axis` normalises over the queries
-    instead of the keys; `scale` multiplies the queries by twice the exporter's factor."""
+    instead of the keys; `scale` multiplies the queries by twice the exporter's factor. (`bias`: any module whose
+    Linear lowers to MatMul + Add or Gemm gets its bias shifted by 0.5.)"""
     model = onnx.load(str(source))
     scoped = [n for n in model.graph.node if any(p.key == "pkg.torch.onnx.name_scopes" and f"'{module}'" in p.value
                                                  for p in n.metadata_props)]
@@ -125,6 +128,12 @@ def plant_in_attention(source: Path, target: Path, module: str, defect: str) -> 
         node = next(n for n in scoped if n.op_type == "Softmax")
         node.ClearField("attribute")
         node.attribute.append(onnx.helper.make_attribute("axis", -2))
+    elif defect == "bias":  # the first Add of the module (a Linear's bias) reads a shifted bias
+        node = next(n for n in scoped if n.op_type in {"Add", "Gemm"})
+        index = 1 if node.op_type == "Add" else 2
+        _, bias = _initializer(model, node.input[index])
+        model.graph.initializer.append(numpy_helper.from_array((bias + 0.5).astype(np.float32), "planted_bias"))
+        node.input[index] = "planted_bias"
     elif defect == "scale":  # the scale initializer is shared (by both layers, too): give this Mul its own copy
         node = next(n for n in scoped if n.op_type == "Mul"
                     and any(i.name == n.input[1] and i.dims in ([], [1]) for i in model.graph.initializer))

@@ -87,3 +87,46 @@ def test_overflow_caught_on_the_cuda_provider(overflowing):
     assert result.verdict.status == "fail"
     assert result.verdict.details["fp32_vs_fp16"]["first_failure"]["overflowed"] > 0
     assert result.verdict.check("fp32_vs_fp16.proposal").passed
+
+
+def test_pipeline_step_judges_the_fp16_candidate_when_asked(overflowing, tmp_path):
+    from skewgate.parity.pipeline_support import run_parity
+
+    files, onnx_path = overflowing
+    common = {"torch_model": str(files.pt2), "onnx": str(onnx_path), "int8": "", "inputs": str(files.inputs),
+              "triton_url": "", "triton_model": "", "plot": str(tmp_path / "p.png"), "html": str(tmp_path / "p.html")}
+    without = run_parity(None, **common)
+    assert without.status == "pass" and "fp32_vs_fp16" not in without.details["pairs"]
+    verdict = run_parity(None, **common, fp16=True)
+    assert verdict.status == "fail" and not verdict.check("fp32_vs_fp16.values").passed
+    assert "<h2>fp32_vs_fp16</h2>" in (tmp_path / "p.html").read_text()
+
+
+def test_given_fp16_model_that_does_not_fit_exits_2(zoo, tmp_path):
+    files, onnx_path = zoo("layernorm_mlp")
+    base = ["parity", "--torch", str(files.pt2), "--onnx", str(onnx_path), "--inputs", str(files.inputs), "--fp16"]
+    assert main([*base, str(tmp_path / "missing.onnx")]) == 2
+    assert main([*base, str(zoo("token_ids")[1])]) == 2  # another model's inputs (`ids`, not `x`)
+
+
+def test_given_fp16_model_below_the_sqnr_floor_is_named(zoo, tmp_path):
+    """No overflow: one FP16 weight 5% off (as a careless re-quantisation would leave it) costs ~26 dB at the
+    value its node makes; that value is named, with the SQNR, as the first failure."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    from skewgate.parity.fp16 import convert
+
+    files, onnx_path = zoo("layernorm_mlp")
+    model = convert(onnx.load(str(onnx_path)), [])
+    node = next(n for n in model.graph.node if n.op_type in {"Gemm", "MatMul"})
+    weight = next(i for i in model.graph.initializer if i.name in node.input[1:])
+    weight.CopyFrom(numpy_helper.from_array((numpy_helper.to_array(weight) * np.float16(1.05)), weight.name))
+    onnx.save(model, str(tmp_path / "off.fp16.onnx"))
+    result = parity(torch_model=files.pt2, onnx=onnx_path, inputs=files.inputs, fp16=tmp_path / "off.fp16.onnx",
+                    options=FINALS)
+    first = result.verdict.details["fp32_vs_fp16"]["first_failure"]
+    assert result.verdict.status == "fail"
+    assert first["overflowed"] == 0 and first["sqnr_db"] < 35
+    assert first["value"] == node.output[0]
+    assert "SQNR" in result.verdict.check("fp32_vs_fp16.values").detail

@@ -8,7 +8,7 @@ import pytest
 from skewgate.parity.core import LAYER_TOLERANCE, ParityOptions, _layer_report, parity
 from skewgate.parity.errors import RunningError
 from skewgate.parity.layers import onnx_values
-from tests.parity.models import plant_in_attention
+from tests.parity.models import plant_in_attention, quantize
 from tests.zoo import ZOO
 
 LAYERWISE = ParityOptions(layerwise=True, batch_size=32, max_samples=64)
@@ -58,6 +58,15 @@ def test_defect_inside_attention_is_localised_to_its_module(zoo, tmp_path, defec
     assert module in result.verdict.check("layers.torch_vs_fp32").detail
 
 
+def test_isolated_rerun_of_an_op_that_reads_the_graph_input(zoo, tmp_path):
+    """The input projection reads `x` itself: the re-run feeds it the same few samples of the graph input."""
+    files, onnx_path = zoo("transformer")
+    result = _run(files, plant_in_attention(onnx_path, tmp_path / "bias.onnx", "proj", "bias"))
+    first = result.verdict.details["torch_vs_fp32"]["first_divergence"]
+    assert (first["module"], first["value"]) == ("proj", "linear")
+    assert "introduced here" in first["isolated"], first["isolated"]
+
+
 def test_shape_mismatch_is_reported_not_dropped(zoo):
     _, onnx_path = zoo("transformer")
     model = onnx.load(str(onnx_path))
@@ -71,3 +80,18 @@ def test_shape_mismatch_is_reported_not_dropped(zoo):
     assert [row["value"] for row in rows if row["diverged"]] == ["transpose"]
     assert info["first_divergence"]["value"] == "transpose"
     assert "shape (3, 2) vs (2, 3)" in checks[-1].detail
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_int8_parity_runs_layer_by_layer_on_every_architecture(zoo, tmp_path, name):
+    """ORT's own QDQ quantiser on each zoo model: the FP32 pair still passes, the INT8 pair is judged on every
+    output and matched across the Q/DQ nodes (whether INT8 passes is calibrate's business, not this test's)."""
+    files, onnx_path = zoo(name)
+    int8 = quantize(onnx_path, tmp_path / "model.int8.onnx", files.inputs)
+    result = parity(torch_model=files.pt2, onnx=onnx_path, inputs=files.inputs, int8=int8, options=LAYERWISE)
+    checks = {c.name: c for c in result.verdict.checks}
+    assert all(c.passed for n, c in checks.items() if n.startswith(("outputs_match", "layers.torch_vs_fp32")))
+    outputs = [o.name for o in onnx.load(str(onnx_path)).graph.output]
+    assert {f"int8.sqnr_db.{o}" for o in outputs} <= set(checks)
+    assert result.verdict.details["fp32_vs_int8"]["coverage"]["matched"] >= 1
+    assert all(np.isfinite(row["max_abs"]) for row in result.layers["fp32_vs_int8"])

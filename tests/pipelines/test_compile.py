@@ -42,6 +42,12 @@ def test_parity_judges_the_calibrated_int8_model(spec):
     assert tasks["drift-op"].inputs.artifacts["onnx_model"].task_output_artifact.producer_task == "export-op"
 
 
+def test_parity_takes_the_optional_fp16_candidate(spec):
+    parameter = spec.root.dag.tasks["parity-op"].inputs.parameters["fp16"]
+    assert parameter.component_input_parameter == "fp16_candidate"
+    assert spec.root.input_definitions.parameters["fp16_candidate"].default_value.bool_value is False
+
+
 def test_promote_consumes_the_export_outputs(spec):
     artifacts = _gate(spec)["promote-op"].inputs.artifacts
     assert artifacts["onnx_model"].task_output_artifact.producer_task == "export-op"
