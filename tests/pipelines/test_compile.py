@@ -43,8 +43,8 @@ def test_parity_judges_the_calibrated_int8_model(spec):
 
 
 def test_parity_takes_the_optional_fp16_candidate(spec):
-    parameter = spec.root.dag.tasks["parity-op"].inputs.parameters["fp16"]
-    assert parameter.component_input_parameter == "fp16_candidate"
+    parameter = _gate(spec)["parity-op"].inputs.parameters["fp16"]
+    assert parameter.component_input_parameter.removeprefix("pipelinechannel--") == "fp16_candidate"
     assert spec.root.input_definitions.parameters["fp16_candidate"].default_value.bool_value is False
 
 
