@@ -535,24 +535,36 @@ class RegistryChampions:
         self.client = MlflowClient(tracking_uri=uri, registry_uri=uri)
 
     def fetch(self, name: str, alias: str, workdir: Path) -> Champion | None:
-        import mlflow.artifacts
-
-        found = _or_none(self.uri, lambda: self.client.get_model_version_by_alias(name, alias))
+        found = download_alias(self.client, self.uri, name, alias, workdir / "model")
         if found is None:
             return None
-        version, tags = str(found.version), dict(found.tags)
-
-        def download(uri: str, folder: str) -> Path:
-            try:
-                return Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(workdir / folder),
-                                                                tracking_uri=self.uri))
-            except Exception as err:
-                raise BackendError(f"MLflow at {self.uri}: cannot download {uri}: {err}") from err
-
-        model_dir = download(str(self.client.get_model_version_download_uri(name, version)), "model")
+        version, tags, model_dir = found
         attestation_uri = tags.get("skewgate.attestation.uri")
-        attestations = download(attestation_uri, "attestations") if attestation_uri else None
+        attestations = _download(self.uri, attestation_uri, workdir / "attestations") if attestation_uri else None
         return Champion(version, tags, model_dir, attestations)
+
+
+def download_alias(client: MlflowClient, uri: str, name: str, alias: str, directory: Path
+                   ) -> tuple[str, dict[str, str], Path] | None:
+    """The version `alias` points at: its number, its tags and its artifacts downloaded into `directory`; None
+    when there is no such alias. Downloaded from the version's own artifact location, not `models:/…`, which
+    mlflow resolves against its process-wide registry URI (which need not be this one)."""
+    found = _or_none(uri, lambda: client.get_model_version_by_alias(name, alias))
+    if found is None:
+        return None
+    version = str(found.version)
+    source = _or_none(uri, lambda: client.get_model_version_download_uri(name, version))
+    return version, dict(found.tags), _download(uri, str(source), directory)
+
+
+def _download(tracking_uri: str, artifact_uri: str, directory: Path) -> Path:
+    import mlflow.artifacts
+
+    try:
+        return Path(mlflow.artifacts.download_artifacts(artifact_uri=artifact_uri, dst_path=str(directory),
+                                                        tracking_uri=tracking_uri))
+    except Exception as err:
+        raise BackendError(f"MLflow at {tracking_uri}: cannot download {artifact_uri}: {err}") from err
 
 
 def read_promotion_log(tracking: Tracking) -> list[dict[str, Any]]:
@@ -650,27 +662,20 @@ def fetch_registered_onnx(tracking: Tracking, name: str, alias: str, directory: 
     """
     from skewgate.common.io import sha256_file
 
-    version = alias_version(tracking, name, alias)
-    if version is None:
+    found = download_alias(tracking.client, tracking.uri, name, alias, directory)
+    if found is None:
         return None
+    version, tags, local = found
     where = f"models:/{name}/{version}"
-    tags = dict(tracking._call(lambda: tracking.client.get_model_version(name, version)).tags)
     expected = tags.get("skewgate.onnx_sha256")
     if not expected:
         raise InputError(where, field="skewgate.onnx_sha256", expected="the SHA-256 tag promote writes",
                          found="no such tag")
-    import mlflow.artifacts
-
-    # The version's own artifact location, not `models:/…`: mlflow resolves those against its process-wide
-    # registry URI, which need not be this one.
-    source = tracking._call(lambda: tracking.client.get_model_version_download_uri(name, version))
-    local = Path(tracking._call(lambda: mlflow.artifacts.download_artifacts(
-        artifact_uri=source, dst_path=str(directory), tracking_uri=tracking.uri)))
     candidates = sorted(p for p in local.rglob("*") if p.is_file()) if local.is_dir() else [local]
     digests = {path: sha256_file(path) for path in candidates}
     for path, digest in digests.items():
         if digest == expected:
             return RegisteredOnnx(name=name, version=version, alias=alias, path=path, sha256=digest, tags=tags)
-    found = ", ".join(f"{p.relative_to(local) if p != local else p.name} sha256 {d}" for p, d in digests.items())
+    listing = ", ".join(f"{p.relative_to(local) if p != local else p.name} sha256 {d}" for p, d in digests.items())
     raise InputError(where, field="skewgate.onnx_sha256", expected=f"a file with sha256 {expected}",
-                     found=found or "no file in the version's artifacts")
+                     found=listing or "no file in the version's artifacts")
