@@ -28,12 +28,15 @@ def load_pipeline(name: str, *, local: bool = False) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def build_pipeline(name: str, *, resources_file: Path | None, variant: str) -> Any:
-    """The pipeline built with these resources (`compile`); the nightly drift has no GPU step."""
+def build_pipeline(name: str, *, resources_file: Path | None, variant: str, signing_secret: str | None = None
+                   ) -> Any:
+    """The pipeline built with these resources (`compile`); the nightly drift has no GPU step and signs
+    nothing that promote reads."""
     if name == "release-gate":
         from skewgate.pipelines.release_gate import build_release_gate
 
-        return build_release_gate(resources_file=resources_file, variant="gpu" if variant == "gpu" else "cpu")
+        return build_release_gate(resources_file=resources_file, variant="gpu" if variant == "gpu" else "cpu",
+                                  signing_secret_name=signing_secret)
     if variant == "gpu":
         from skewgate.common.errors import InputError
 
@@ -61,6 +64,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     compile_.add_argument("--variant", choices=["cpu", "gpu"], default="cpu",
                           help="gpu: calibrate, parity and the probe take a GPU and $SKEWGATE_GPU_IMAGE "
                                "(release gate only)")
+    compile_.add_argument("--signing-secret", metavar="NAME",
+                          help="Kubernetes Secret (key skewgate.key) mounted into every signing step of the "
+                               "release gate (default: $SKEWGATE_SIGNING_SECRET; empty: none)")
 
     run = sub.add_parser("run", help="run a pipeline locally (kfp.local, no cluster)")
     run.add_argument("--local", action="store_true", required=True, help="run with kfp.local (required)")
@@ -120,7 +126,8 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         from skewgate.common.errors import InputError
 
         try:
-            pipeline = build_pipeline(args.pipeline, resources_file=args.resources, variant=args.variant)
+            pipeline = build_pipeline(args.pipeline, resources_file=args.resources, variant=args.variant,
+                                      signing_secret=args.signing_secret)
         except InputError as err:
             print(f"skewgate pipeline compile: {err}", file=sys.stderr)
             return 2

@@ -20,19 +20,25 @@ from skewgate.images import GPU_IMAGE
 from skewgate.parity.component import parity_op
 from skewgate.pipelines.finalize import add_finisher
 from skewgate.pipelines.resources import Variant, apply, load_resources, one_line_descriptions
+from skewgate.pipelines.signing import mount_signing_key, signing_secret
 from skewgate.probe.component import triton_probe_op
 from skewgate.promote.component import gate_blocked, promote_op
 
 REQUIRED_STEPS = "export,calibrate,drift,parity,probe,compare"
 
 
-def build_release_gate(*, resources_file: Path | None = None, variant: Variant = "cpu") -> Any:
-    """The pipeline, with the resources of `resources_file` (else `$SKEWGATE_RESOURCES`, else the defaults)."""
+def build_release_gate(*, resources_file: Path | None = None, variant: Variant = "cpu",
+                       signing_secret_name: str | None = None) -> Any:
+    """The pipeline, with the resources of `resources_file` (else `$SKEWGATE_RESOURCES`, else the defaults), and
+    the signing key mounted from the Secret `signing_secret_name` (else `$SKEWGATE_SIGNING_SECRET`; empty: the
+    steps sign only where `$SKEWGATE_SIGNING_KEY` is already set, as with kfp.local)."""
     resources = load_resources(resources_file, variant=variant)
     gpu_image = GPU_IMAGE if variant == "gpu" else ""
+    secret = signing_secret(signing_secret_name)
 
     def sized(task: Any, step: str, name: str) -> Any:
         task.set_display_name(name)
+        mount_signing_key(task, step, secret)
         return apply(task, step, resources, gpu_image=gpu_image)
 
     @dsl.pipeline(

@@ -140,3 +140,12 @@ def test_dockerfiles_pass_hadolint():
     dockerfiles = sorted(str(p) for p in (ROOT / "docker").glob("Dockerfile*"))
     result = subprocess.run([str(hadolint), "--format", "json", *dockerfiles], capture_output=True, text=True)
     assert result.returncode == 0, json.loads(result.stdout or "[]")
+
+
+def test_the_signing_secret_and_trusted_keys_reach_the_schedule_job_as_configuration():
+    pem = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA\n-----END PUBLIC KEY-----\n"
+    docs = kinds(render({"signing": {"keySecret": "skewgate-signing-key", "trustedPublicKeys": pem}}))
+    gates = docs["ConfigMap/skewgate-gates"]["data"]
+    assert gates["SKEWGATE_SIGNING_SECRET"] == "skewgate-signing-key" and gates["TRUSTED_PUBLIC_KEYS"] == pem
+    # the private key itself is never rendered into the chart: only the Secret's name travels
+    assert "PRIVATE KEY" not in json.dumps(docs)

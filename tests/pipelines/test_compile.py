@@ -248,3 +248,20 @@ def test_the_exit_handler_ends_the_mlflow_run_whatever_happened(tmp_path, which)
     # the pipeline's answer is the outcome the exit handler wrote to MLflow
     output = compiled.root.dag.outputs.parameters["Output"].value_from_parameter
     assert output.producer_subtask == "finish-run-op"
+
+
+def test_the_signing_secret_is_mounted_into_the_signing_steps_only(tmp_path):
+    out = tmp_path / "signed.yaml"
+    assert main(["pipeline", "compile", "--out", str(out), "--signing-secret", "skewgate-signing-key"]) == 0
+    platform = list(yaml.safe_load_all(out.read_text()))[1]["platforms"]["kubernetes"]["deploymentSpec"]
+    executors = platform["executors"]
+    signing = {"exec-export-op", "exec-calibrate-op", "exec-drift-op", "exec-parity-op", "exec-triton-probe-op",
+               "exec-compare-op", "exec-promote-op"}
+    assert signing <= set(executors)
+    for name in signing:
+        (volume,) = executors[name]["secretAsVolume"]
+        assert volume["secretName"] == "skewgate-signing-key"
+        assert volume["mountPath"] == "/var/run/secrets/skewgate-signing"
+    assert not {"exec-gate-blocked", "exec-finish-run-op"} & set(executors)  # those never see the key
+    with open(out) as handle:  # and the env var names the key inside the mount
+        assert "/var/run/secrets/skewgate-signing/skewgate.key" in handle.read()
