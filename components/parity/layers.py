@@ -37,12 +37,13 @@ def onnx_values(model: onnx.ModelProto) -> dict[str, OnnxValue]:
         meta = {p.key: p.value for p in node.metadata_props}
         for output in node.output:
             if output:
-                values[output] = OnnxValue(output, node.name, node.op_type, _module_path(meta), tuple(node.input),
+                values[output] = OnnxValue(output, node.name, node.op_type, module_path(meta), tuple(node.input),
                                            depth)
     return values
 
 
-def _module_path(meta: dict[str, str]) -> str:
+def module_path(meta: dict[str, str]) -> str:
+    """The innermost `nn.Module` path of an ONNX node, from the exporter's `name_scopes` metadata."""
     scopes = meta.get("pkg.torch.onnx.name_scopes")
     if not scopes:
         return "<root>"

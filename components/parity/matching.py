@@ -21,11 +21,12 @@ listed as removed (folded, fused, or an alias the exporter dropped).
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from skewgate.parity.layers import module_path
 
 if TYPE_CHECKING:
     import onnx
@@ -63,17 +64,6 @@ def describe_fx(text: str) -> tuple[str, str, str]:
     target = found.group(1).removeprefix("torch.ops.") if found else "?"
     arguments = text.split("](", 1)[1] if "](" in text else ""
     return name, target, _REF.sub("%", arguments)
-
-
-def _scope(meta: dict[str, str]) -> str:
-    scopes = meta.get("pkg.torch.onnx.name_scopes")
-    if not scopes:
-        return "<root>"
-    try:
-        parts = [p for p in ast.literal_eval(scopes) if p]
-    except (ValueError, SyntaxError):
-        return scopes
-    return parts[-2] if len(parts) >= 2 else "<root>"
 
 
 def _dims(value_info: Any) -> tuple[int | None, ...] | None:
@@ -164,7 +154,7 @@ def match(model: onnx.ModelProto, program: torch.export.ExportedProgram, recorda
         if text is None:
             continue
         name, target, skeleton = describe_fx(text)
-        group = groups.setdefault(name, _Group(name, target, skeleton, _scope(meta), []))
+        group = groups.setdefault(name, _Group(name, target, skeleton, module_path(meta), []))
         group.nodes.append(index)
         group_of[index] = name
     consumers: dict[str, set[str]] = {}
