@@ -10,17 +10,14 @@ from typing import Any
 import numpy as np
 
 from skewgate.calibrate.core import CalibrationResult
-from skewgate.common.publishing import html_page
+from skewgate.common.publishing import html_page, pyplot
 
 PANELS = 6
 
 
 def histogram_plot(result: CalibrationResult, path: str | Path) -> Path:
     """One panel per tensor (flagged first): calibration histogram (log counts) and the chosen clip range."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = sorted(result.tensors, key=lambda t: (not t["outlier"], -(t["max_over_p9999"] or 0)))[:PANELS]
     path = Path(path)

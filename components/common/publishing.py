@@ -44,5 +44,17 @@ def publish(run: StepRun | None, *, outputs: Sequence[Output], tables: Mapping[s
             run.log_artifact_as(path, name)
 
 
+def pyplot() -> Any:
+    """matplotlib's pyplot for files (no display), with mathtext off: labels are feature, tensor and module
+    names chosen by users, and a `$` in one must print as a `$`, not start a formula (or crash the plot)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["text.parse_math"] = False
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def write_text(text: Callable[[], str]) -> Callable[[Path], Any]:
     return lambda path: path.write_text(text(), encoding="utf-8")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skewgate.common.publishing import html_page
+from skewgate.common.publishing import html_page, pyplot
 from skewgate.drift.core import DriftResult
 
 BINS = ["<min", *[f"D{i}" for i in range(1, 11)], ">max", "NaN"]
@@ -25,10 +25,7 @@ def _ordered(result: DriftResult) -> list[tuple[str, np.ndarray, bool]]:
 
 
 def heatmap_png(result: DriftResult, path: str | Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = _ordered(result)
     path = Path(path)

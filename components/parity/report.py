@@ -6,7 +6,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from skewgate.common.publishing import html_page
+from skewgate.common.publishing import html_page, pyplot
 from skewgate.parity.core import FP32, INT8, ParityResult
 
 FP16 = "fp32_vs_fp16"
@@ -14,10 +14,7 @@ FP16 = "fp32_vs_fp16"
 
 def layer_plot(result: ParityResult, path: str | Path) -> Path:
     """One panel per compared pair: max |error| / tolerance (FP32) or SQNR in dB (INT8), against depth."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     pairs = [p for p in (FP32, INT8, FP16) if result.layers.get(p)]
     path = Path(path)

@@ -53,3 +53,15 @@ def test_logs_metrics_feature_table_and_heatmap_to_mlflow(write, tmp_path):
                              "tags.`skewgate.step` = 'drift'")[0]
     assert run.data.metrics["drift.ks_drift"] == 1.0
     assert {"drift.verdict.json", "features.json", "h.png"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
+
+
+def test_feature_names_with_dollars_and_markup_are_text_in_the_pictures_and_the_page(write, tmp_path):
+    hostile = {"f0": "price $USD", "f1": "$\\notacommand{x}$", "f2": "<img src=x onerror=alert(1)>"}
+    ref = write("ref", make_frame(N, seed=1).rename(columns=hostile))
+    cur = write("cur", make_frame(N, seed=2, shift=0.6).rename(columns=hostile))
+    args = ["drift", "--reference", str(ref), "--current", str(cur), "--report", str(tmp_path / "d.json"),
+            "--heatmap", str(tmp_path / "h.png"), "--html", str(tmp_path / "r.html")]
+    assert main(args) == 1  # still a failed gate: the names did not turn it into "could not evaluate"
+    assert (tmp_path / "h.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (tmp_path / "r.html").read_text()
+    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
