@@ -195,6 +195,7 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
 
             promote = promote_op(
                 onnx_model=export.outputs["onnx_model"],
+                int8_model=calibrate.outputs["int8_model"],
                 example_inputs=data.output,
                 export_verdict=export.outputs["verdict"],
                 export_attestation=export.outputs["attestation"],

@@ -213,8 +213,9 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     else:
         details["triton"] = "not compared: no Triton URL given"
     timing["checks_s"] = time.perf_counter() - checking  # batch invariance, layer report, isolated re-run, FP16
-    subject = Subject(artifact=str(onnx), sha256=sha256_file(onnx), data={"inputs": sha256_file(inputs)},
-                      source=str(torch_model))
+    # the INT8 file judged beside the FP32 one is named by digest, so that promote can register exactly it
+    data = {"inputs": sha256_file(inputs), **({"int8": sha256_file(int8)} if int8 else {})}
+    subject = Subject(artifact=str(onnx), sha256=sha256_file(onnx), data=data, source=str(torch_model))
     return ParityResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), rows)
 
 

@@ -28,6 +28,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--allow-unsigned", action="store_true",
                         help="accept unsigned verdicts (local experiments only: anyone could have written them)")
     parser.add_argument("--version", help="promote this existing model version instead of registering")
+    parser.add_argument("--int8", type=Path,
+                        help="calibrate's INT8 model: registered beside as NAME-int8 when calibrate and parity "
+                             "judged exactly this file")
     parser.add_argument("--example-inputs", type=Path,
                         help=".npz whose first rows become the registered MLflow model's input example")
     add_common_args(parser)
@@ -40,7 +43,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         model_name=args.model_name, onnx=args.onnx, verdicts_dir=args.verdicts, alias=args.alias,
         required=tuple(s.strip() for s in args.require.split(",") if s.strip()), allow_warn=args.allow_warn,
         trusted_keys=tuple(args.trusted_key), allow_unsigned=args.allow_unsigned, version=args.version,
-        example_inputs=args.example_inputs)
+        example_inputs=args.example_inputs, int8=args.int8)
     verdict = run(options, tracking_options(args))
     finish_cli(verdict, args)
     return exit_code(verdict)

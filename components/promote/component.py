@@ -9,6 +9,7 @@ from skewgate.images import IMAGE
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
 def promote_op(
     onnx_model: dsl.Input[dsl.Model],
+    int8_model: dsl.Input[dsl.Model],
     example_inputs: dsl.Input[dsl.Dataset],
     export_verdict: dsl.Input[dsl.Artifact],
     export_attestation: dsl.Input[dsl.Artifact],
@@ -67,7 +68,7 @@ def promote_op(
             model_name=model_name, onnx=Path(onnx_model.path), verdicts_dir=verdicts_dir, alias=alias,
             required=tuple(s.strip() for s in required_steps.split(",") if s.strip()), allow_warn=allow_warn,
             trusted_keys=tuple(str(k) for k in keys), allow_unsigned=allow_unsigned,
-            example_inputs=Path(example_inputs.path))
+            example_inputs=Path(example_inputs.path), int8=Path(int8_model.path))
         result = run(options, TrackingOptions(uri=tracking_uri, experiment=model_name,
                                               pipeline_run_id=pipeline_run_id))
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

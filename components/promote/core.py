@@ -31,6 +31,7 @@ STEP = "promote"
 REQUIRED_STEPS: tuple[str, ...] = ("export", "calibrate", "drift", "parity", "probe", "compare")
 OUTCOME_TAGS = ("skewgate.promotion.status", "skewgate.promotion.reason")
 ATTESTATION_URI_TAG = "skewgate.attestation.uri"
+INT8_SUFFIX = "-int8"
 
 
 class Registry(Protocol):
@@ -146,8 +147,14 @@ def promote(
     policy: Policy | None = None,
     version: str | None = None,
     signing_key: attest.SigningKey | None = None,
+    int8: str | Path | None = None,
 ) -> Verdict:
-    """Decide, then act on the registry. Bad input raises `InputError` before the registry is touched."""
+    """Decide, then act on the registry. Bad input raises `InputError` before the registry is touched.
+
+    With `int8`, the INT8 model is registered beside the FP32 one as `<model_name>-int8` (its own versions,
+    digest and alias: serving code picks a precision by model name) — only when calibrate and parity both
+    judged exactly that file (their signed verdicts name its SHA-256), and its alias moves with the FP32 one.
+    """
     policy = policy or Policy()
     onnx = Path(onnx)
     load_onnx(onnx)  # a truncated or non-ONNX file is bad input, not a refusal
@@ -162,6 +169,11 @@ def promote(
                              found="no such version")
     logged = registry.logged_verdict_digests(policy.pipeline_run_id) if policy.pipeline_run_id else None
     checks = decide(evidence, artifact_sha256=sha, policy=policy, logged=logged)
+    int8_sha = None
+    if int8 is not None:
+        load_onnx(int8)
+        int8_sha = sha256_file(int8)
+        checks.append(int8_check(evidence, int8_sha))
     if version is None:
         version = registry.find_version(model_name, sha) or registry.register(model_name, onnx, sha)
     else:
@@ -191,17 +203,42 @@ def promote(
         "at": datetime.now(UTC).isoformat(timespec="milliseconds"), "model": model_name, "version": version,
         "alias": alias, "sha256": sha, "promoted": promoted, "reason": reason, "previous": previous,
         "verdicts": {step: e.verdict.status for step, e in evidence.items()}, "policy": policy.describe()})
+    int8_version = None
+    if promoted and int8 is not None and int8_sha is not None:
+        int8_name = f"{model_name}{INT8_SUFFIX}"
+        int8_version = registry.find_version(int8_name, int8_sha) or registry.register(int8_name, Path(int8),
+                                                                                          int8_sha)
+        registry.set_tags(int8_name, int8_version, {
+            "skewgate.onnx_sha256": int8_sha, "skewgate.fp32.model": model_name, "skewgate.fp32.version": version,
+            "skewgate.fp32.sha256": sha, ATTESTATION_URI_TAG: tags[ATTESTATION_URI_TAG],
+            **{f"skewgate.{s}.status": evidence[s].verdict.status for s in ("calibrate", "parity")}})
     if promoted:
         _move_alias(registry, model_name, alias, version)
+        if int8_version is not None:  # after the FP32 alias: an INT8 champion never precedes its FP32 one
+            _move_alias(registry, f"{model_name}{INT8_SUFFIX}", alias, int8_version)
     outcome_written = protected or _write_outcome(registry, model_name, version, promoted, reason,
                                                   description(evidence, decision, policy))
     log.info("%s v%s: %s (%s)", model_name, version, "promoted" if promoted else "refused", reason)
     details = {"model_name": model_name, "version": version, "alias": alias, "promoted": promoted,
                "previous_alias_version": previous, "reason": reason, "outcome_tags_written": outcome_written,
+               "int8_version": int8_version,
                "policy": policy.describe()}
     return Verdict(step=STEP, status=decision.status, checks=decision.checks, subject=decision.subject,
                    message=f"{'promoted' if promoted else 'refused'}: {reason}", versions=decision.versions,
                    details=details)
+
+
+def int8_check(evidence: Mapping[str, Evidence], int8_sha: str) -> Check:
+    """The INT8 file to register is the one calibrate wrote and parity judged (both verdicts are signed)."""
+    calibrate, parity = evidence.get("calibrate"), evidence.get("parity")
+    written = calibrate.verdict.details.get("registry_tags", {}).get("skewgate.calibrate.int8_sha256") \
+        if calibrate else None
+    judged = parity.verdict.subject.data.get("int8") if parity and parity.verdict.subject else None
+    problems = [f"{step} {what} sha256 {found or '(none)'}" for step, what, found in
+                (("calibrate", "wrote", written), ("parity", "judged", judged)) if found != int8_sha]
+    return Check("int8.same_artifact", passed=not problems,
+                 detail="; ".join(problems) + f", the INT8 file is {int8_sha}" if problems else
+                 f"calibrate wrote and parity judged {int8_sha}")
 
 
 def evidence_tags(evidence: Mapping[str, Evidence], sha: str, required: Sequence[str]) -> dict[str, str]:

@@ -26,6 +26,7 @@ class PromoteOptions:
     allow_unsigned: bool = False  # local experiments only: evidence then needs no signature
     version: str | None = None
     example_inputs: Path | None = None  # .npz whose first rows become the registered model's input example
+    int8: Path | None = None  # calibrate's INT8 model, registered beside as `<model_name>-int8`
     example_rows: int = 2
 
 
@@ -50,6 +51,6 @@ def run(options: PromoteOptions, tracking: TrackingOptions) -> Verdict:
         return promote(model_name=options.model_name, onnx=options.onnx, verdicts_dir=options.verdicts_dir,
                        registry=MlflowRegistry(step_run, input_example=example), alias=options.alias,
                        policy=policy, version=options.version,
-                       signing_key=attest.signing_key_from_env(tracking.signing_key or None))
+                       signing_key=attest.signing_key_from_env(tracking.signing_key or None), int8=options.int8)
 
     return evaluate_and_record(STEP, evaluate, tracking)

@@ -161,6 +161,15 @@ def test_the_champion_loads_with_pyfunc_and_predicts_what_onnxruntime_computes(r
     expected = onnxruntime.InferenceSession(f"{local}/model.onnx").run(None, {"pixels": pixels})[0]
     (output,) = model.predict({"pixels": pixels}).values()
     np.testing.assert_allclose(np.asarray(output), expected, rtol=0, atol=0)
+    # the INT8 model that calibrate wrote and parity judged is champion of NAME-int8, paired with this version
+    champion = MlflowClient(mlflow_url).get_model_version_by_alias(NAME, "champion")
+    int8 = MlflowClient(mlflow_url).get_model_version_by_alias(f"{NAME}-int8", "champion")
+    assert int8.tags["skewgate.fp32.version"] == str(champion.version)
+    assert int8.tags["skewgate.onnx_sha256"] == runs["good"][2]["calibrate"].details["registry_tags"][
+        "skewgate.calibrate.int8_sha256"]
+    int8_model = mlflow.pyfunc.load_model(f"models:/{NAME}-int8@champion")
+    (int8_output,) = int8_model.predict({"pixels": pixels}).values()
+    assert (np.asarray(int8_output).argmax(1) == expected.argmax(1)).mean() >= 0.9
 
 
 def test_the_champion_verifies_from_the_registry_alone(runs, mlflow_url, tmp_path):

@@ -210,3 +210,50 @@ def test_the_version_description_summarises_the_gate_for_a_person(onnx_file, tmp
     promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
     text = registry.descriptions[(NAME, "1")]
     assert text.startswith("**skewgate: promoted**") and "| export | pass | all 1 checks passed |" in text
+
+
+def _int8_evidence(tmp_path, onnx_file, int8_file, *, written=None, judged=None):
+    """export, calibrate and parity verdicts about `onnx_file`, naming the INT8 file they wrote and judged."""
+    from skewgate.common.verdict import Subject, Verdict
+
+    sha = sha256_file(onnx_file)
+    int8_sha = sha256_file(int8_file)
+    calibrate = Verdict.from_checks("calibrate", PASSING, subject=Subject("m.onnx", sha), details={
+        "registry_tags": {"skewgate.calibrate.int8_sha256": written or int8_sha}})
+    parity = Verdict.from_checks("parity", PASSING, subject=Subject("m.onnx", sha,
+                                                                     data={"int8": judged or int8_sha}))
+    return _write(tmp_path / "v", _verdict("export", PASSING, sha), calibrate, parity)
+
+
+@pytest.fixture
+def int8_file(tmp_path, onnx_file):
+    import onnx
+
+    model = onnx.load(str(onnx_file))
+    model.producer_name = "int8 stand-in"  # another valid file with another digest
+    path = tmp_path / "model.int8.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def test_the_int8_model_is_registered_beside_with_its_own_digest_and_alias(onnx_file, int8_file, tmp_path):
+    registry = FakeRegistry()
+    verdicts = _int8_evidence(tmp_path, onnx_file, int8_file)
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry, int8=int8_file,
+                     required=("export", "calibrate", "parity"))
+    assert result.status == "pass" and result.details["int8_version"] == "1"
+    tags = registry.versions[f"{NAME}-int8"]["1"]
+    assert tags["skewgate.onnx_sha256"] == sha256_file(int8_file)
+    assert tags["skewgate.fp32.version"] == "1" and tags["skewgate.fp32.sha256"] == sha256_file(onnx_file)
+    assert registry.aliases[f"{NAME}-int8"]["champion"] == "1" and registry.aliases[NAME]["champion"] == "1"
+
+
+@pytest.mark.parametrize("which", ["written", "judged"])
+def test_an_int8_file_that_calibrate_or_parity_did_not_judge_blocks_the_promotion(onnx_file, int8_file, tmp_path,
+                                                                                  which):
+    registry = FakeRegistry()
+    verdicts = _int8_evidence(tmp_path, onnx_file, int8_file, **{which: "d" * 64})
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry, int8=int8_file,
+                     required=("export", "calibrate", "parity"))
+    assert result.status == "fail" and "int8.same_artifact" in result.message
+    assert f"{NAME}-int8" not in registry.versions and registry.get_alias(NAME, "champion") is None
