@@ -206,3 +206,42 @@ def test_no_skewgate_run_is_left_running(runs, mlflow_url):
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     running = client.search_runs([experiment.experiment_id], "attributes.status = 'RUNNING'")
     assert [r.info.run_name for r in running] == []  # the promotion-log run included
+
+
+def test_mlflow_models_serve_answers_with_what_the_gate_promoted(runs, data, mlflow_url, tmp_path):
+    """`mlflow models serve` on the champion, as a downstream team would run it, on 127.0.0.1."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import urllib.request
+
+    import numpy as np
+    import onnxruntime
+
+    from skewgate.common.processes import answers, free_port, stop, wait_until_up
+
+    port = free_port()
+    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_url, "MLFLOW_REGISTRY_URI": mlflow_url}
+    log_path = tmp_path / "serve.log"
+    command = [sys.executable, "-m", "mlflow", "models", "serve", "-m", f"models:/{NAME}@champion",
+               "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port)]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+        try:
+            wait_until_up(process, lambda: answers(f"http://127.0.0.1:{port}/ping"), what="mlflow models serve",
+                          log_path=log_path, deadline_s=180)
+            pixels = np.load(data.examples)["pixels"][:8]
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/invocations", data=json.dumps({"inputs": {"pixels": pixels.tolist()}})
+                .encode(), headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=60) as response:
+                predictions = json.loads(response.read())["predictions"]
+        finally:
+            stop(process)
+    local = tmp_path / "champion"
+    MlflowClient(mlflow_url).download_artifacts(
+        MlflowClient(mlflow_url).get_model_version_by_alias(NAME, "champion").run_id, "model", str(local))
+    expected = onnxruntime.InferenceSession(str(local / "model" / "model.onnx")).run(None, {"pixels": pixels})[0]
+    (served,) = predictions.values() if isinstance(predictions, dict) else (predictions,)
+    np.testing.assert_allclose(np.asarray(served, dtype=np.float32), expected, rtol=1e-6, atol=1e-6)
