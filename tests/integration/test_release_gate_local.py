@@ -222,7 +222,9 @@ def test_mlflow_models_serve_answers_with_what_the_gate_promoted(runs, data, mlf
     from skewgate.common.processes import answers, free_port, stop, wait_until_up
 
     port = free_port()
-    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_url, "MLFLOW_REGISTRY_URI": mlflow_url}
+    # `--env-manager local` execs `uvicorn` from PATH: the virtual environment's bin, as after `activate`
+    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_url, "MLFLOW_REGISTRY_URI": mlflow_url,
+           "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}"}
     log_path = tmp_path / "serve.log"
     command = [sys.executable, "-m", "mlflow", "models", "serve", "-m", f"models:/{NAME}@champion",
                "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port)]
