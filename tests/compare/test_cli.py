@@ -39,12 +39,17 @@ class Registry:
 
 
 @pytest.fixture
-def registry(tmp_path, monkeypatch):
+def signed(tmp_path, monkeypatch):
+    """Every report signed with a fresh key, and promote trusting it, as in a pipeline."""
     from skewgate.common import attest
 
     key, public = attest.generate_keys(tmp_path / "keys")
-    monkeypatch.setenv(attest.SIGNING_KEY_ENV, str(key))  # every report signed, promote trusts the key
+    monkeypatch.setenv(attest.SIGNING_KEY_ENV, str(key))
     monkeypatch.setenv(attest.TRUSTED_KEYS_ENV, str(public))
+
+
+@pytest.fixture
+def registry(tmp_path, signed):
     return Registry(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path)
 
 
@@ -153,7 +158,7 @@ def test_bad_threshold_exits_2(registry, digits_models):
 
 
 @pytest.mark.integration
-def test_against_a_real_mlflow_server(digits_models, tmp_path):
+def test_against_a_real_mlflow_server(digits_models, tmp_path, signed):
     built, data, _ = digits_models
     with mlflow_server(tmp_path / "server") as url:
         registry = Registry(url, tmp_path)

@@ -128,7 +128,7 @@ def test_bad_example_inputs_are_input_errors(pt2, tmp_path, make, message):
     ("content", "found"),
     [
         pytest.param(b"garbage", "not a zip archive", id="not-a-zip"),
-        pytest.param(None, "a zip archive that is not a .pt2", id="npz-renamed"),
+        pytest.param(None, "a zip archive with no models/<name>.json", id="npz-renamed"),
     ],
 )
 def test_a_pt2_that_does_not_load_is_an_input_error(example_npz, tmp_path, content, found):
