@@ -19,7 +19,7 @@ def experiment(mlflow_url):
     for job, passed in (("job-promoted", True), ("job-blocked", False)):
         with tracking.step_run("promote", pipeline_run_id=job) as run:
             run.log_verdict(Verdict.from_checks("promote", [Check("evidence.export", passed=passed)],
-                                                subject=Subject(artifact="m.onnx", sha256="ab")))
+                                                subject=Subject(artifact="m.onnx", sha256="ab" * 32)))
         mlflow_log.finish_pipeline_run(tracking, job, pipeline="release-gate")
     return tracking
 
