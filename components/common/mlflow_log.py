@@ -393,7 +393,7 @@ class MlflowRegistry:
         versions = sorted(int(v.version) for v in found if v.name == name)
         return str(versions[0]) if versions else None
 
-    def register(self, name: str, artifact: Path, sha256: str) -> str:
+    def register(self, name: str, artifact: Path, sha256: str, *, artifact_path: str = "model") -> str:
         """Register the ONNX as an MLflow Model version. Concurrent promotions of one file may each get this
         far: every one of them then keeps the lowest version and deletes its own duplicate, so exactly one
         version carries the digest."""
@@ -402,7 +402,7 @@ class MlflowRegistry:
         except Exception as err:
             if _mlflow_error_code(err) != "RESOURCE_ALREADY_EXISTS":  # a concurrent promote may have created it
                 raise BackendError(f"MLflow registry at {self.run.tracking.uri}: {err}") from err
-        source = self.log_onnx_model(artifact, sha256)
+        source = self.log_onnx_model(artifact, sha256, artifact_path)
         created = self._call(lambda: self.client.create_model_version(
             name, source=source, run_id=self.run.run_id, tags={"skewgate.onnx_sha256": sha256}))
         mine = str(created.version)

@@ -150,8 +150,8 @@ def test_an_mlflow_pytorch_model_uri_is_exported_with_a_dynamic_batch(tmp_path, 
     from tests.export.models import SmallNet
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    # the environment only: mlflow.set_tracking_uri would outlive this test and redirect every later one
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    mlflow.set_tracking_uri(uri)
     model = SmallNet()
     model.train()
     with torch.no_grad():

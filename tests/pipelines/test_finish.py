@@ -20,7 +20,7 @@ def test_finish_ends_the_parent_run(tmp_path, capsys, passed, code, status, outc
         run.log_verdict(verdict)
     args = ["pipeline", "finish", "--pipeline-run-id", "scripted-1", "--experiment", "digits", "--tracking-uri", uri]
     assert main(args) == code
-    assert capsys.readouterr().out.startswith(f"{outcome}: ")
+    assert capsys.readouterr().out.lstrip().startswith(f"{outcome}: ")
     parent = MlflowClient(uri).get_run(tracking.find_parent_run("scripted-1"))
     assert parent.info.status == status
     assert parent.data.tags["skewgate.outcome"] == outcome

@@ -18,6 +18,7 @@ class FakeRegistry:
         self.attestations: dict[tuple[str, str], dict[str, bytes]] = {}
         self.logged: dict[str, dict[str, str]] = {}  # pipeline run id → step → verdict digest
         self.descriptions: dict[tuple[str, str], str] = {}
+        self.sources: dict[str, list[str]] = {}  # artifact folder of the promote run → models registered from it
         self.drop_tags_on_write = drop_tags_on_write  # simulate a registry that loses writes
 
     def model_exists(self, name: str) -> bool:
@@ -32,7 +33,10 @@ class FakeRegistry:
                 return version
         return None
 
-    def register(self, name: str, artifact: Path, sha256: str) -> str:
+    def register(self, name: str, artifact: Path, sha256: str, *, artifact_path: str = "model") -> str:
+        sources = self.sources.setdefault(artifact_path, [])
+        assert name not in sources, f"{artifact_path} already holds a version of {name} in this run"
+        sources.append(name)
         versions = self.versions.setdefault(name, {})
         version = str(len(versions) + 1)
         versions[version] = {"skewgate.onnx_sha256": sha256}
@@ -85,8 +89,14 @@ class CrashingRegistry(FakeRegistry):
             raise BackendError(f"crash after {method}")
         return result
 
-    def register(self, name: str, artifact: Path, sha256: str) -> str:
-        return str(self._write("register", name, artifact, sha256))
+    def register(self, name: str, artifact: Path, sha256: str, *, artifact_path: str = "model") -> str:
+        self.writes += 1
+        if self.writes == self.crash_at and self.when == "before":
+            raise BackendError("crash before register")
+        version = FakeRegistry.register(self, name, artifact, sha256, artifact_path=artifact_path)
+        if self.writes == self.crash_at:
+            raise BackendError("crash after register")
+        return version
 
     def set_tags(self, name: str, version: str, tags: Mapping[str, str]) -> None:
         self._write("set_tags", name, version, tags)
