@@ -46,6 +46,7 @@ test-unit: $(VENV)/.installed-test
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check components pipelines tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 compile: setup
 	$(BIN)/skewgate pipeline compile --pipeline release-gate --out $(WORK)/release_gate.yaml

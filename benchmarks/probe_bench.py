@@ -39,9 +39,9 @@ def plain_loop(url: str, model: str, x: np.ndarray) -> float:
 def main() -> None:
     from tests.probe.conftest import make_mlp
 
+    from skewgate.common.triton.repository import write_repository
+    from skewgate.common.triton.server import triton_server
     from skewgate.probe.core import ProbeOptions, probe
-    from skewgate.probe.repository import write_repository
-    from skewgate.probe.server import triton_server
 
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)

@@ -31,11 +31,11 @@ from skewgate.calibrate.fallback import candidates
 from skewgate.calibrate.quantize import WEIGHTED_OPS, op_types_to_quantize, prepare, quantize, tensors_to_calibrate
 from skewgate.calibrate.ranges import Choice, Method, choose
 from skewgate.common.compare import Tolerance
+from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.runtime import session
 from skewgate.common.verdict import Check, Subject, Verdict
-from skewgate.parity.errors import RunningError
 
 log = logging.getLogger(__name__)
 STEP = "calibrate"
@@ -123,16 +123,17 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
         "int8_coverage": int8_coverage,
         "outliers": [t for t in tensors if t["outlier"]],
         "int8": {"path": str(out), "sha256": final.sha256},
-        "registry_tags": {"skewgate.calibrate.excluded_nodes": ",".join(excluded) or "none",
-                          "skewgate.calibrate.accuracy_drop": f"{final.drop:.4f}",
-                          "skewgate.calibrate.int8_mac_share": f"{int8_coverage['mac_share']:.4f}",
-                          "skewgate.calibrate.int8_sha256": final.sha256},
     }
+    registry_tags = {"skewgate.calibrate.excluded_nodes": ",".join(excluded) or "none",
+                     "skewgate.calibrate.accuracy_drop": f"{final.drop:.4f}",
+                     "skewgate.calibrate.int8_mac_share": f"{int8_coverage['mac_share']:.4f}",
+                     "skewgate.calibrate.int8_sha256": final.sha256}
     # The subject is the FP32 model the gate judges (promote matches it against the file it promotes); the INT8
     # file it produced is in the details and the registry tags.
     subject = Subject(artifact=str(onnx), sha256=sha256_file(onnx),
                       data={"calibration": sha256_file(calibration), "eval": sha256_file(eval_data)})
-    return CalibrationResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), tensors, trials,
+    return CalibrationResult(Verdict.from_checks(STEP, checks, subject=subject, details=details,
+                                                 registry_tags=registry_tags), tensors, trials,
                              view.layers, found.hists, found.ranges)
 
 

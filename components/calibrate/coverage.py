@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from skewgate.calibrate.quantize import op_types_to_quantize
+from skewgate.common.layers import with_intermediates
 from skewgate.common.runtime import run_by_name, session
-from skewgate.parity.layers import with_intermediates
 
 if TYPE_CHECKING:
     import onnx

@@ -22,12 +22,11 @@ import numpy as np
 from skewgate.calibrate.collect import batches
 from skewgate.calibrate.quantize import WEIGHTED_OPS
 from skewgate.common.compare import Tolerance
+from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
+from skewgate.common.layers import onnx_values, quantized_counterparts, with_intermediates
 from skewgate.common.runtime import run_by_name, session
-from skewgate.parity.core import quantized_counterparts
-from skewgate.parity.errors import RunningError
-from skewgate.parity.layers import onnx_values, with_intermediates
 
 if TYPE_CHECKING:
     import onnx

@@ -362,7 +362,7 @@ def _create_experiment(client: MlflowClient, uri: str, name: str) -> str:
 
 
 class MlflowRegistry:
-    """The MLflow model registry behind promote's `Registry` protocol.
+    """The MLflow model registry behind the `Registry` protocol (common/registry.py).
 
     A version is an MLflow Model (the `mlflow.onnx` flavour: signature from the ONNX graph, dynamic batch as -1,
     an input example when one is given, pinned requirements) whose `model.onnx` holds the gated bytes, so that

@@ -10,14 +10,19 @@ whose weights are one pickled file, is refused too.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import shutil
 import tempfile
+import warnings
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skewgate.common.errors import InputError
+from skewgate.common.errors import ExportError, InputError
+from skewgate.common.io import load_npz, sha256_file
 
 if TYPE_CHECKING:
     import torch
@@ -84,3 +89,67 @@ def load_exported_program(path: str | Path) -> torch.export.ExportedProgram:
                 with source.open(info) as src, target.open(info, "w") as dst:
                     shutil.copyfileobj(src, dst, 1 << 20)
         return torch.export.load(str(safe))
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Silence torch's exporter warnings and log lines (torch configures its own loggers on import)."""
+    loggers = [logging.getLogger(name) for name in ("torch", "onnxscript", "onnx_ir")]
+    levels = [logger.level for logger in loggers]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for logger in loggers:
+                logger.setLevel(logging.CRITICAL)
+            yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+def load_program(model: str, inputs: str | Path, *, allow_pickle: bool = False
+                 ) -> tuple[torch.export.ExportedProgram, str | None]:
+    """A `.pt2` opened so that no pickle runs, or (only with `allow_pickle`) an MLflow pytorch model URI,
+    which unpickles code and so belongs to trusted registries only."""
+    if "://" in model or model.startswith(("models:/", "runs:/")):
+        if not allow_pickle:
+            raise InputError(model, expected="a .pt2 file (MLflow pytorch models unpickle code)",
+                             found="an MLflow model URI; pass --allow-pickle if you trust that registry")
+        from skewgate.common import mlflow_log
+
+        module = mlflow_log.load_pytorch_model(model)
+        return _export_module(module, model, inputs), None
+    path = Path(model)
+    if not path.is_file():
+        raise InputError(path, expected="a torch.export program (.pt2)", found="no such file")
+    try:
+        with quiet():
+            program = load_exported_program(path)
+    except InputError:
+        raise
+    except Exception as err:  # zip, pickle-free deserialisation and version errors all mean "not a .pt2"
+        # torch's message points at warnings we silenced; the zip check says what the file really is.
+        kind = "a zip archive that is not a .pt2" if zipfile.is_zipfile(path) else "not a zip archive"
+        raise InputError(path, expected="a torch.export program (.pt2)",
+                         found=f"{kind} ({type(err).__name__})") from err
+    return program, sha256_file(path)
+
+
+def _export_module(module: torch.nn.Module, source: str, inputs: str | Path) -> torch.export.ExportedProgram:
+    """Trace an `nn.Module` from MLflow with a dynamic batch, feeding arrays named after forward()'s args."""
+    import inspect
+
+    import torch
+
+    names = [p for p in inspect.signature(module.forward).parameters if p != "self"]
+    arrays = load_npz(inputs)
+    missing = [n for n in names if n not in arrays]
+    if missing:
+        raise InputError(inputs, field=", ".join(missing), expected=f"arrays for forward({', '.join(names)})",
+                         found=f"arrays {sorted(arrays)}")
+    args = tuple(torch.from_numpy(arrays[n]) for n in names)
+    batch = torch.export.Dim("batch", min=1, max=1 << 16)
+    try:
+        return torch.export.export(module, args, dynamic_shapes={n: {0: batch} for n in names})
+    except Exception as err:
+        raise ExportError(f"{source}: torch.export failed: {err}") from err

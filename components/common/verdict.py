@@ -11,7 +11,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -20,7 +20,10 @@ from typing import Any, Literal, get_args
 from skewgate.common.errors import InputError
 from skewgate.common.strict_json import Fields
 
-SCHEMA_VERSION = 1
+# 2: `registry_tags` is a field of its own (version 1 kept it in `details`); version 1 files are still read, and
+# written back byte for byte, so that their signatures keep verifying.
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 Status = Literal["pass", "warn", "fail", "error"]
 Severity = Literal["fail", "warn"]
 STATUSES: tuple[str, ...] = get_args(Status)
@@ -108,6 +111,8 @@ class Verdict:
     message: str = ""
     versions: Mapping[str, str] = field(default_factory=dict)
     details: Mapping[str, Any] = field(default_factory=dict)
+    # Tags the step asks promote to set on the registered model version, all under `skewgate.<step>.`.
+    registry_tags: Mapping[str, str] = field(default_factory=dict)
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     schema_version: int = SCHEMA_VERSION
 
@@ -124,7 +129,13 @@ class Verdict:
             raise ValueError(f"status {self.status!r} does not follow from the checks (they give {derived!r})")
         object.__setattr__(self, "stats", tuple(self.stats))
         object.__setattr__(self, "versions", MappingProxyType(dict(self.versions)))
-        object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
+        details = _plain(self.details) if is_dataclass(self.details) else dict(self.details)
+        object.__setattr__(self, "details", MappingProxyType(details))
+        object.__setattr__(self, "registry_tags", MappingProxyType(dict(self.registry_tags)))
+        prefix = f"skewgate.{self.step}."
+        stray = [k for k in self.registry_tags if not k.startswith(prefix)]
+        if stray:
+            raise ValueError(f"registry_tags must start with {prefix!r}, got {stray}")
 
     @classmethod
     def from_checks(
@@ -134,10 +145,13 @@ class Verdict:
         *,
         subject: Subject | None,
         stats: Iterable[TensorStats] = (),
-        details: Mapping[str, Any] | None = None,
+        details: Mapping[str, Any] | Any | None = None,
+        registry_tags: Mapping[str, str] | None = None,
         versions: Mapping[str, str] | None = None,
     ) -> Verdict:
-        """Derive the status: no checks → fail (empty means fail); a failed `fail` check → fail; else warn/pass."""
+        """Derive the status: no checks → fail (empty means fail); a failed `fail` check → fail; else warn/pass.
+
+        `details` is the step's own typed record (a dataclass, serialised field by field) or a plain mapping."""
         checks = tuple(checks)
         status, message = derive_status(checks)
         return cls(
@@ -149,6 +163,7 @@ class Verdict:
             message=message,
             versions=versions if versions is not None else collect_versions(),
             details=details or {},
+            registry_tags=registry_tags or {},
         )
 
     @classmethod
@@ -169,7 +184,7 @@ class Verdict:
         raise KeyError(f"{self.step} has no check {name!r} (checks: {[c.name for c in self.checks]})")
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "schema_version": self.schema_version,
             "step": self.step,
             "status": self.status,
@@ -181,7 +196,13 @@ class Verdict:
             "stats": [{**asdict_shallow(s), "shape": list(s.shape)} for s in self.stats],
             "versions": dict(self.versions),
             "details": _plain(self.details),
+            "registry_tags": dict(self.registry_tags),
         }
+        if self.schema_version == 1:  # the old layout, so that a stored v1 verdict re-serialises to its own bytes
+            tags = data.pop("registry_tags")
+            if tags:
+                data["details"]["registry_tags"] = tags
+        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True, allow_nan=False)
@@ -206,8 +227,9 @@ class Verdict:
         that follows from the checks. Anything else is an `InputError` naming the field."""
         top = Fields(data, source=source, where="")
         version = top.integer("schema_version")
-        if version != SCHEMA_VERSION:
-            raise InputError(source, field="schema_version", expected=str(SCHEMA_VERSION), found=repr(version))
+        if version not in READABLE_VERSIONS:
+            raise InputError(source, field="schema_version", expected=" or ".join(map(str, READABLE_VERSIONS)),
+                             found=repr(version))
         subject_fields = top.optional_object("subject")
         checks = [_check(item) for item in top.objects("checks")]
         stats = [_stats(item) for item in top.objects("stats")]
@@ -218,14 +240,24 @@ class Verdict:
         if subject_fields is not None:
             subject_fields.done()
         step, status = top.string("step"), top.choice("status", STATUSES)
+        details = dict(top.json_object("details"))
+        if version == 1:
+            tags = details.pop("registry_tags", {})
+            if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
+                raise InputError(source, field="details.registry_tags", expected="an object of strings",
+                                 found=type(tags).__name__)
+        else:
+            tags = top.str_map("registry_tags")
         try:
             verdict = cls(step=step, status=status, checks=tuple(checks), subject=subject,
                           stats=tuple(stats), message=top.string("message"), versions=top.str_map("versions"),
-                          details=top.json_object("details"), created_at=top.string("created_at"),
+                          details=details, registry_tags=tags, created_at=top.string("created_at"),
                           schema_version=version)
         except ValueError as err:
-            raise InputError(source, field="status" if "status" in str(err) else "step",
-                             expected="a status that follows from the checks and a plain, unreserved step name",
+            raise InputError(source, field="status" if "status" in str(err) else "registry_tags"
+                             if "registry_tags" in str(err) else "step",
+                             expected="a status that follows from the checks, a plain, unreserved step name and "
+                                      "registry tags under skewgate.<step>.",
                              found=str(err)) from err
         top.done()
         return verdict
@@ -298,6 +330,8 @@ def asdict_shallow(obj: Any) -> dict[str, Any]:
 
 def _plain(value: Any) -> Any:
     """Turn read-only mappings and tuples from `details` back into JSON-able dicts and lists."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -110,8 +110,8 @@ def run_compare(run: StepRun | None, *, onnx: str | Path, model_name: str, eval_
         if registered is not None:
             tags = {"skewgate.compare.champion_version": registered.version,
                     "skewgate.compare.champion_sha256": registered.sha256}
-            verdict = dataclasses.replace(verdict, details={**verdict.details, "registry_tags": tags,
-                                                            "champion_version": registered.version})
+            verdict = dataclasses.replace(verdict, registry_tags=tags,
+                                          details={**verdict.details, "champion_version": registered.version})
         # the table always reaches MLflow as comparison.md, and `markdown` too when asked (the KFP UI's output)
         final = verdict
         publish(run, tables={"comparison.json": list(verdict.details["table"])},

@@ -35,11 +35,11 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 
     from skewgate.common import mlflow_log
     from skewgate.common.errors import SkewgateError
+    from skewgate.common.triton.server import Installation, triton_home
     from skewgate.demo.digits import train_and_save
     from skewgate.pipelines.local import run_locally
     from skewgate.pipelines.nightly_drift import nightly_drift_local
     from skewgate.pipelines.release_gate import release_gate
-    from skewgate.probe.server import Installation, triton_home
 
     try:  # the probe step needs a real tritonserver: say so now, not after training and two pipeline runs
         Installation(triton_home()).check()

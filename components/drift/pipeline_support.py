@@ -49,7 +49,7 @@ def run_drift(run: StepRun | None, *, reference: str, current: str, model: str, 
         return result.verdict
     uri = run.log_artifact_as(profile_out, "reference.profile", "profile") + "/reference.profile"
     tags = {PROFILE_URI_TAG: uri, PROFILE_SHA_TAG: sha256_file(profile_out)}
-    return dataclasses.replace(result.verdict, details={**result.verdict.details, "registry_tags": tags})
+    return dataclasses.replace(result.verdict, registry_tags=tags)
 
 
 def _champion(run: StepRun | None, model_name: str, alias: str) -> tuple[MlflowRegistry, str, dict[str, str]]:

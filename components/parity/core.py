@@ -14,7 +14,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,14 +23,14 @@ import numpy as np
 
 from skewgate.common.batching import batch_invariance
 from skewgate.common.compare import Tolerance
+from skewgate.common.error_stats import RunningError, logit_agreement
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.layers import OnnxValue, TorchRecorder, onnx_values, quantized_counterparts, with_intermediates
+from skewgate.common.matching import Matching, match
 from skewgate.common.runtime import run_by_name, session
+from skewgate.common.triton.client import Protocol
 from skewgate.common.verdict import Check, Subject, Verdict
-from skewgate.parity.errors import RunningError, logit_agreement
-from skewgate.parity.layers import OnnxValue, TorchRecorder, onnx_values, with_intermediates
-from skewgate.parity.matching import Matching, match
-from skewgate.probe.client import Protocol
 
 log = logging.getLogger(__name__)
 STEP = "parity"
@@ -67,7 +67,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
            fp16_out: str | Path | None = None, options: ParityOptions = ParityOptions()) -> ParityResult:
     """`fp16`: True to convert the FP32 model to FP16 and judge that, or the path of a given FP16 model;
     `fp16_out`: where to write the FP16 model with the proposed nodes kept in FP32, once it is checked to pass."""
-    from skewgate.export.core import load_program
+    from skewgate.common.pt2 import load_program
 
     started = time.perf_counter()
     program, _ = load_program(str(torch_model), inputs)
@@ -219,20 +219,6 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     return ParityResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), rows)
 
 
-def quantized_counterparts(fp32: Iterable[str], int8: Collection[str]) -> dict[str, str]:
-    """Match values across the Q/DQ nodes: an FP32 value `v` is compared with what the INT8 graph hands on,
-    `v_DequantizeLinear_Output` when `v` was quantised (the quantiser may even fuse the op that made `v`, such as
-    a Relu whose clipping the quantised range does), else `v` itself."""
-    pairs = {}
-    for name in fp32:
-        dequantized = f"{name}_DequantizeLinear_Output"
-        if dequantized in int8:
-            pairs[dequantized] = name
-        elif name in int8:
-            pairs[name] = name
-    return pairs
-
-
 def _torch_outputs(program: Any, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
     import torch
     from torch.utils._pytree import tree_leaves
@@ -243,8 +229,8 @@ def _torch_outputs(program: Any, batch: dict[str, np.ndarray]) -> list[np.ndarra
 
 
 def _triton_runner(url: str, model: str | None, onnx_model: Any, options: ParityOptions) -> Callable[..., Any]:
-    from skewgate.probe.client import TritonClient
-    from skewgate.probe.repository import TRITON_TYPES
+    from skewgate.common.triton.client import TritonClient
+    from skewgate.common.triton.repository import TRITON_TYPES
 
     if not model:
         raise InputError("--triton-model", expected="the model name on the Triton server", found="nothing")

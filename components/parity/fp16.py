@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from skewgate.common.compare import Tolerance
+from skewgate.common.error_stats import RunningError, logit_agreement
+from skewgate.common.layers import onnx_values, with_intermediates
 from skewgate.common.runtime import run_by_name, session
 from skewgate.common.verdict import Check
-from skewgate.parity.errors import RunningError, logit_agreement
-from skewgate.parity.layers import onnx_values, with_intermediates
 
 PAIR = "fp32_vs_fp16"
 

@@ -12,9 +12,9 @@ from typing import get_args
 
 from skewgate.common.cli_support import EXIT_ERROR, add_common_args, configure_logging, run_step
 from skewgate.common.errors import InputError, SkewgateError
+from skewgate.common.triton.client import Protocol
+from skewgate.common.triton.repository import Platform
 from skewgate.common.verdict import Verdict
-from skewgate.probe.client import Protocol
-from skewgate.probe.repository import Platform
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -73,8 +73,8 @@ def _serve(argv: list[str]) -> int:
     parser.add_argument("--platform", choices=get_args(Platform), default="python")
     args = parser.parse_args(argv)
     configure_logging()
-    from skewgate.probe.repository import write_repository
-    from skewgate.probe.server import triton_server
+    from skewgate.common.triton.repository import write_repository
+    from skewgate.common.triton.server import triton_server
 
     try:
         written = write_repository(args.onnx, args.repository, name=args.name, platform=args.platform)
@@ -98,7 +98,7 @@ def _install(argv: list[str]) -> int:
                                                  "Python backend's environment (numpy<2, onnxruntime).")
     parser.add_argument("--home", type=Path, help="default: $SKEWGATE_TRITON_HOME or ~/.cache/skewgate/triton")
     args = parser.parse_args(argv)
-    from skewgate.probe.server import install
+    from skewgate.common.triton.server import install
 
     try:
         found = install(args.home)

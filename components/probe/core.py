@@ -23,9 +23,9 @@ import numpy as np
 
 from skewgate.common.compare import Tolerance, batch_sizes, compare_close
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.triton.client import Protocol, TritonClient
+from skewgate.common.triton.repository import Signature, TensorSignature, onnx_signature
 from skewgate.common.verdict import Check, Subject, Verdict
-from skewgate.probe.client import Protocol, TritonClient
-from skewgate.probe.repository import Signature, TensorSignature, onnx_signature
 
 log = logging.getLogger(__name__)
 STEP = "probe"

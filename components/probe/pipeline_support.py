@@ -6,10 +6,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from skewgate.common.triton.repository import write_repository
+from skewgate.common.triton.server import triton_server
 from skewgate.common.verdict import Verdict
 from skewgate.probe.core import ProbeOptions, probe
-from skewgate.probe.repository import write_repository
-from skewgate.probe.server import triton_server
 
 
 def probe_local_or_remote(*, url: str, model: str, onnx: str | Path, inputs: str | Path,

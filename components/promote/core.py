@@ -19,11 +19,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from skewgate.common import attest
 from skewgate.common.errors import BackendError, InputError
 from skewgate.common.io import load_onnx, sha256_file
+from skewgate.common.registry import Registry
 from skewgate.common.verdict import Check, Subject, Verdict
 
 log = logging.getLogger(__name__)
@@ -32,23 +33,6 @@ REQUIRED_STEPS: tuple[str, ...] = ("export", "calibrate", "drift", "parity", "pr
 OUTCOME_TAGS = ("skewgate.promotion.status", "skewgate.promotion.reason")
 ATTESTATION_URI_TAG = "skewgate.attestation.uri"
 INT8_SUFFIX = "-int8"
-
-
-class Registry(Protocol):
-    """What promote needs of a model registry (MLflow's in production, an in-memory fake in unit tests)."""
-
-    def model_exists(self, name: str) -> bool: ...
-    def version_exists(self, name: str, version: str) -> bool: ...
-    def find_version(self, name: str, sha256: str) -> str | None: ...
-    def register(self, name: str, artifact: Path, sha256: str, *, artifact_path: str = "model") -> str: ...
-    def get_tags(self, name: str, version: str) -> dict[str, str]: ...
-    def set_tags(self, name: str, version: str, tags: Mapping[str, str]) -> None: ...
-    def get_alias(self, name: str, alias: str) -> str | None: ...
-    def set_alias(self, name: str, alias: str, version: str) -> None: ...
-    def store_attestations(self, name: str, version: str, files: Mapping[str, bytes]) -> str: ...
-    def set_description(self, name: str, version: str, markdown: str) -> None: ...
-    def logged_verdict_digests(self, pipeline_run_id: str) -> dict[str, str]: ...
-    def append_promotion_log(self, name: str, record: Mapping[str, Any]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -232,7 +216,7 @@ def promote(
 def int8_check(evidence: Mapping[str, Evidence], int8_sha: str) -> Check:
     """The INT8 file to register is the one calibrate wrote and parity judged (both verdicts are signed)."""
     calibrate, parity = evidence.get("calibrate"), evidence.get("parity")
-    written = calibrate.verdict.details.get("registry_tags", {}).get("skewgate.calibrate.int8_sha256") \
+    written = calibrate.verdict.registry_tags.get("skewgate.calibrate.int8_sha256") \
         if calibrate else None
     judged = parity.verdict.subject.data.get("int8") if parity and parity.verdict.subject else None
     problems = [f"{step} {what} sha256 {found or '(none)'}" for step, what, found in
@@ -248,10 +232,8 @@ def evidence_tags(evidence: Mapping[str, Evidence], sha: str, required: Sequence
     tags: dict[str, str] = {}
     for step, item in evidence.items():
         prefix = f"skewgate.{step}."
-        extra = item.verdict.details.get("registry_tags", {})
-        if isinstance(extra, Mapping):
-            tags.update({str(k): str(v)[:5000] for k, v in extra.items()
-                         if str(k).startswith(prefix) and str(k) != f"{prefix}status"})
+        tags.update({k: v[:5000] for k, v in item.verdict.registry_tags.items()
+                     if k.startswith(prefix) and k != f"{prefix}status"})
     for step, item in evidence.items():
         tags[f"skewgate.{step}.status"] = item.verdict.status
         tags[f"skewgate.verdict_sha256.{step}"] = item.sha256

@@ -62,7 +62,7 @@ def test_other_schema_version_is_an_input_error_naming_file_and_field(tmp_path):
     path = tmp_path / "v.json"
     data = Verdict.from_checks("s", [Check("c", passed=True)], subject=None).to_dict()
     path.write_text(json.dumps({**data, "schema_version": 99}))
-    with pytest.raises(InputError, match=r"v\.json: schema_version: expected 1, found 99"):
+    with pytest.raises(InputError, match=r"v\.json: schema_version: expected 1 or 2, found 99"):
         Verdict.read(path)
 
 
@@ -153,3 +153,39 @@ def test_the_shipped_json_schema_accepts_real_verdicts_and_rejects_edited_ones(t
         bad = json.loads(_edited(tmp_path, edit).read_text())
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, schema)
+
+
+def test_a_schema_1_verdict_reads_and_writes_back_byte_for_byte(tmp_path):
+    """Version 1 kept registry tags in `details`; stored v1 verdicts must keep their digests (and signatures)."""
+    v2 = Verdict.from_checks("calibrate", [Check("a", passed=True)], subject=None,
+                             details={"accuracy": 0.9}, registry_tags={"skewgate.calibrate.int8_sha256": "ab"})
+    v1 = v2.to_dict() | {"schema_version": 1}
+    del v1["registry_tags"]
+    v1["details"] = {"accuracy": 0.9, "registry_tags": {"skewgate.calibrate.int8_sha256": "ab"}}
+    raw = (json.dumps(v1, indent=2, sort_keys=True) + "\n").encode()
+    path = tmp_path / "v1.json"
+    path.write_bytes(raw)
+    read = Verdict.read(path)
+    assert read.registry_tags == {"skewgate.calibrate.int8_sha256": "ab"}
+    assert dict(read.details) == {"accuracy": 0.9}
+    assert read.to_bytes() == raw
+
+
+def test_typed_details_serialise_field_by_field():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Inner:
+        layer: str
+        error: float
+
+    @dataclass(frozen=True)
+    class Details:
+        worst: Inner
+        rows: tuple[Inner, ...]
+
+    verdict = Verdict.from_checks("parity", [Check("a", passed=True)], subject=None,
+                                  details=Details(Inner("conv1", 0.5), (Inner("a", 1.0),)))
+    assert verdict.to_dict()["details"] == {"worst": {"layer": "conv1", "error": 0.5},
+                                            "rows": [{"layer": "a", "error": 1.0}]}
+    assert Verdict.from_dict(json.loads(verdict.to_json())) == verdict

@@ -69,7 +69,7 @@ def test_candidate_against_the_promoted_champion(registry, digits_models, champi
     exit_code, verdict = registry.compare(built[candidate], data)
     assert exit_code == code, verdict.message
     assert verdict.details["champion"]["sha256"] == sha256_file(built[champion])
-    assert verdict.details["registry_tags"] == {"skewgate.compare.champion_version": "1",
+    assert verdict.registry_tags == {"skewgate.compare.champion_version": "1",
                                                 "skewgate.compare.champion_sha256": sha256_file(built[champion])}
     assert verdict.subject.sha256 == sha256_file(built[candidate])
 

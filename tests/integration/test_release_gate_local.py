@@ -165,7 +165,7 @@ def test_the_champion_loads_with_pyfunc_and_predicts_what_onnxruntime_computes(r
     champion = MlflowClient(mlflow_url).get_model_version_by_alias(NAME, "champion")
     int8 = MlflowClient(mlflow_url).get_model_version_by_alias(f"{NAME}-int8", "champion")
     assert int8.tags["skewgate.fp32.version"] == str(champion.version)
-    assert int8.tags["skewgate.onnx_sha256"] == runs["good"][2]["calibrate"].details["registry_tags"][
+    assert int8.tags["skewgate.onnx_sha256"] == runs["good"][2]["calibrate"].registry_tags[
         "skewgate.calibrate.int8_sha256"]
     int8_model = mlflow.pyfunc.load_model(f"models:/{NAME}-int8@champion")
     (int8_output,) = int8_model.predict({"pixels": pixels}).values()

@@ -4,11 +4,11 @@ import numpy as np
 import onnx
 import pytest
 
+from skewgate.common.error_stats import RunningError, logit_agreement
 from skewgate.common.errors import BackendError, InputError
+from skewgate.common.layers import OnnxValue
 from skewgate.common.processes import free_port
 from skewgate.parity.core import ParityOptions, first_divergence, parity
-from skewgate.parity.errors import RunningError, logit_agreement
-from skewgate.parity.layers import OnnxValue
 from tests.parity.models import plant, quantize
 
 LAYERWISE = ParityOptions(layerwise=True, batch_size=16)
@@ -142,7 +142,7 @@ def test_logit_metrics_see_compressed_logits():
 
 def test_error_reservoir_is_bounded():
     from skewgate.common.compare import Tolerance
-    from skewgate.parity.errors import RESERVOIR
+    from skewgate.common.error_stats import RESERVOIR
 
     err = RunningError(Tolerance(0, 0))
     rng = np.random.default_rng(0)

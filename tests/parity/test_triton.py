@@ -2,9 +2,9 @@
 
 import pytest
 
+from skewgate.common.triton.repository import write_repository
+from skewgate.common.triton.server import Installation, triton_home, triton_server
 from skewgate.parity.core import parity
-from skewgate.probe.repository import write_repository
-from skewgate.probe.server import Installation, triton_home, triton_server
 from tests.parity.models import plant
 
 pytestmark = pytest.mark.integration

@@ -5,9 +5,9 @@ import numpy as np
 import onnx
 import pytest
 
+from skewgate.common.error_stats import RunningError
+from skewgate.common.layers import onnx_values
 from skewgate.parity.core import LAYER_TOLERANCE, ParityOptions, _layer_report, parity
-from skewgate.parity.errors import RunningError
-from skewgate.parity.layers import onnx_values
 from tests.parity.models import plant_in_attention, quantize
 from tests.zoo import ZOO
 

@@ -7,8 +7,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from skewgate.probe.repository import write_repository
-from skewgate.probe.server import Installation, triton_home, triton_server
+from skewgate.common.triton.repository import write_repository
+from skewgate.common.triton.server import Installation, triton_home, triton_server
 
 
 def make_mlp(path, *, seed=0, elem=TensorProto.FLOAT, batch="batch"):

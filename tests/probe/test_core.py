@@ -65,8 +65,8 @@ def test_latency_gate(served, models):
 
 
 def test_model_that_fails_to_load_fails_with_the_servers_text(models, tmp_path, installation):
-    from skewgate.probe.repository import write_repository
-    from skewgate.probe.server import triton_server
+    from skewgate.common.triton.repository import write_repository
+    from skewgate.common.triton.server import triton_server
 
     written = write_repository(models["good"], tmp_path / "repo", name="broken")
     written.onnx.write_bytes(written.onnx.read_bytes()[:40])  # truncated

@@ -3,7 +3,7 @@ from onnx import TensorProto
 
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
-from skewgate.probe.repository import onnx_signature, write_repository
+from skewgate.common.triton.repository import onnx_signature, write_repository
 from tests.probe.conftest import make_mlp
 
 

@@ -4,9 +4,9 @@ invariance and dynamic batching included — whatever its inputs' dtypes and ran
 
 import pytest
 
+from skewgate.common.triton.repository import write_repository
+from skewgate.common.triton.server import triton_server
 from skewgate.probe.core import ProbeOptions, probe
-from skewgate.probe.repository import write_repository
-from skewgate.probe.server import triton_server
 from tests.zoo import ZOO, export, save
 
 pytestmark = pytest.mark.integration

@@ -138,12 +138,24 @@ def test_a_verdict_cannot_write_outside_its_own_prefix(onnx_file, tmp_path):
 
     sha = sha256_file(onnx_file)
     failing = _verdict("export", [PASSING[0].__class__("c", passed=False)], sha)
-    hostile = Verdict.from_checks("export", failing.checks, subject=failing.subject, details={"registry_tags": {
-        "skewgate.promotion.status": "promoted", "skewgate.onnx_sha256": "0" * 64, "skewgate.drift.status": "pass",
-        "skewgate.export.status": "pass", "skewgate.export.profile_uri": "s3://ok"}})
+    hostile_tags = {"skewgate.promotion.status": "promoted", "skewgate.onnx_sha256": "0" * 64,
+                    "skewgate.drift.status": "pass"}
+    with pytest.raises(ValueError, match="registry_tags"):
+        Verdict.from_checks("export", failing.checks, subject=failing.subject, registry_tags=hostile_tags)
+    # The same tags in a hand-edited schema-1 file (which kept them in `details`) are refused on reading.
+    v1 = failing.to_dict() | {"schema_version": 1}
+    v1["details"] = {"registry_tags": hostile_tags}
+    folder = tmp_path / "hostile"
+    folder.mkdir()
+    (folder / "export.json").write_text(json.dumps(v1))
     registry = FakeRegistry()
-    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=_write(tmp_path / "v", hostile),
-                     registry=registry)
+    with pytest.raises(InputError, match="registry_tags"):
+        promote(model_name=NAME, onnx=onnx_file, verdicts_dir=folder, registry=registry)
+    assert registry.versions == {}
+    # Its own prefix is honoured, except the status, which promote derives.
+    own = Verdict.from_checks("export", failing.checks, subject=failing.subject, registry_tags={
+        "skewgate.export.status": "pass", "skewgate.export.profile_uri": "s3://ok"})
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=_write(tmp_path / "v", own), registry=registry)
     tags = registry.versions[NAME]["1"]
     assert result.status == "fail"
     assert tags["skewgate.promotion.status"] == "refused" and tags["skewgate.onnx_sha256"] == sha
@@ -218,8 +230,8 @@ def _int8_evidence(tmp_path, onnx_file, int8_file, *, written=None, judged=None)
 
     sha = sha256_file(onnx_file)
     int8_sha = sha256_file(int8_file)
-    calibrate = Verdict.from_checks("calibrate", PASSING, subject=Subject("m.onnx", sha), details={
-        "registry_tags": {"skewgate.calibrate.int8_sha256": written or int8_sha}})
+    calibrate = Verdict.from_checks("calibrate", PASSING, subject=Subject("m.onnx", sha), registry_tags={
+        "skewgate.calibrate.int8_sha256": written or int8_sha})
     parity = Verdict.from_checks("parity", PASSING, subject=Subject("m.onnx", sha,
                                                                      data={"int8": judged or int8_sha}))
     return _write(tmp_path / "v", _verdict("export", PASSING, sha), calibrate, parity)

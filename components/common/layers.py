@@ -7,7 +7,7 @@ its intermediates as extra graph outputs; the PyTorch side returns them beside i
 from __future__ import annotations
 
 import ast
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -127,3 +127,17 @@ def _innermost_module(node: torch.fx.Node) -> str:
     stack = node.meta.get("nn_module_stack") or {}
     paths = [path for path, _cls in stack.values() if path]
     return paths[-1] if paths else "<root>"
+
+
+def quantized_counterparts(fp32: Iterable[str], int8: Collection[str]) -> dict[str, str]:
+    """Match values across the Q/DQ nodes: an FP32 value `v` is compared with what the INT8 graph hands on,
+    `v_DequantizeLinear_Output` when `v` was quantised (the quantiser may even fuse the op that made `v`, such as
+    a Relu whose clipping the quantised range does), else `v` itself."""
+    pairs = {}
+    for name in fp32:
+        dequantized = f"{name}_DequantizeLinear_Output"
+        if dequantized in int8:
+            pairs[dequantized] = name
+        elif name in int8:
+            pairs[name] = name
+    return pairs

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from skewgate.parity.layers import module_path
+from skewgate.common.layers import module_path
 
 if TYPE_CHECKING:
     import onnx
