@@ -81,13 +81,11 @@ class TorchRecorder:
     values someone compares (a batch of every intermediate is most of parity's memory)."""
 
     def __init__(self, program: torch.export.ExportedProgram) -> None:
-        import torch
 
         self._program = program
         graph = program.graph
         self.order = [n.name for n in graph.nodes if n.op == "call_function"]
-        tensors = [n for n in graph.nodes if n.op == "call_function"
-                   and isinstance(n.meta.get("val"), torch.Tensor)]
+        tensors = [n for n in graph.nodes if n.op == "call_function" and value_dims(n.meta.get("val")) is not None]
         self.recorded = [n.name for n in tensors]  # what can be recorded
         self.modules = {n.name: _innermost_module(n) for n in tensors}
         self._kept: list[str] = []
@@ -121,6 +119,20 @@ class TorchRecorder:
             result = self.module.forward(*tensors)
         arrays = [t.detach().cpu().numpy() for t in result]
         return arrays[: self.outputs], dict(zip(self._kept, arrays[self.outputs :], strict=True))
+
+
+def value_dims(val: object) -> tuple[int | None, ...] | None:
+    """The shape of a node's `meta["val"]` (symbolic sizes as None), or None when the value is not a tensor:
+    a fake tensor from `torch.export.load` or a `ValueMeta` from `pt2_graph`."""
+    import torch
+
+    from skewgate.common.pt2_graph import ValueMeta
+
+    if isinstance(val, ValueMeta):
+        return val.shape
+    if isinstance(val, torch.Tensor):
+        return tuple(d if isinstance(d, int) else None for d in val.shape)
+    return None
 
 
 def _innermost_module(node: torch.fx.Node) -> str:

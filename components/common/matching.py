@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from skewgate.common.layers import module_path
+from skewgate.common.layers import module_path, value_dims
 
 if TYPE_CHECKING:
     import onnx
@@ -84,7 +84,6 @@ class _Program:
     """The PyTorch side: every call_function node with its op, constants, tensor inputs and shape."""
 
     def __init__(self, program: torch.export.ExportedProgram, recordable: Iterable[str]) -> None:
-        import torch
 
         graph = program.graph
         user_inputs = set(program.graph_signature.user_inputs)
@@ -103,8 +102,8 @@ class _Program:
                 continue
             args = [a.name for a in node.all_input_nodes if a.name in self.data]
             val = node.meta.get("val")
-            is_tensor = isinstance(val, torch.Tensor)
-            if args and (is_tensor or isinstance(val, (tuple, list))):
+            dims = value_dims(val)
+            if args and (dims is not None or isinstance(val, (tuple, list))):
                 self.data.add(node.name)
             self.order.append(node.name)
             self.inputs[node.name] = args
@@ -112,7 +111,7 @@ class _Program:
             self.key[node.name] = (target, skeleton)
             paths = [path for path, _cls in (node.meta.get("nn_module_stack") or {}).values() if path]
             self.module[node.name] = paths[-1] if paths else "<root>"
-            self.shape[node.name] = tuple(d if isinstance(d, int) else None for d in val.shape) if is_tensor else None
+            self.shape[node.name] = dims
 
     def frontier(self, name: str, pairs_back: dict[str, str], memo: dict[str, frozenset[str]]) -> frozenset[str]:
         """The nearest paired nodes (or user inputs) upstream of `name`'s inputs."""

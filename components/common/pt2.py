@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 from skewgate.common.errors import ExportError, InputError
 from skewgate.common.io import load_npz, sha256_file
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     import torch
 
@@ -107,10 +109,13 @@ def quiet() -> Iterator[None]:
             logger.setLevel(level)
 
 
-def load_program(model: str, inputs: str | Path, *, allow_pickle: bool = False
-                 ) -> tuple[torch.export.ExportedProgram, str | None]:
+def load_program(model: str, inputs: str | Path, *, allow_pickle: bool = False, graph_only: bool = False
+                 ) -> tuple[Any, str | None]:
     """A `.pt2` opened so that no pickle runs, or (only with `allow_pickle`) an MLflow pytorch model URI,
-    which unpickles code and so belongs to trusted registries only."""
+    which unpickles code and so belongs to trusted registries only.
+
+    `graph_only`: a caller that only runs and inspects the graph (parity) gets a `pt2_graph.Pt2Graph` when that
+    reader can rebuild the archive — the same ATen graph, seconds cheaper — and the `ExportedProgram` otherwise."""
     if "://" in model or model.startswith(("models:/", "runs:/")):
         if not allow_pickle:
             raise InputError(model, expected="a .pt2 file (MLflow pytorch models unpickle code)",
@@ -122,6 +127,13 @@ def load_program(model: str, inputs: str | Path, *, allow_pickle: bool = False
     path = Path(model)
     if not path.is_file():
         raise InputError(path, expected="a torch.export program (.pt2)", found="no such file")
+    if graph_only and not pickled_entries(path):
+        from skewgate.common.pt2_graph import Unsupported, load_pt2_graph
+
+        try:
+            return load_pt2_graph(path), sha256_file(path)
+        except Unsupported as err:
+            log.debug("%s: reading with torch.export.load (%s)", path, err)
     try:
         with quiet():
             program = load_exported_program(path)

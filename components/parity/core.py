@@ -70,7 +70,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     from skewgate.common.pt2 import load_program
 
     started = time.perf_counter()
-    program, _ = load_program(str(torch_model), inputs)
+    program, _ = load_program(str(torch_model), inputs, graph_only=True)
     fp32_model = load_onnx(onnx)
     specs = onnx_input_specs(fp32_model)
     torch_inputs = list(program.graph_signature.user_inputs)
@@ -87,6 +87,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     loaded = time.perf_counter()
     values = onnx_values(fp32_model)
     recorder = TorchRecorder(program) if options.layerwise else None
+    plain = program.module() if recorder is None else None  # built once, fed every batch
     matching = match(fp32_model, program, recorder.recorded) if recorder is not None else Matching()
     counterparts = matching.pairs
     if recorder is not None:
@@ -124,7 +125,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         if recorder is not None:
             torch_out, recorded = recorder.run(batch)
         else:
-            torch_out, recorded = _torch_outputs(program, batch), {}
+            torch_out, recorded = _torch_outputs(plain, batch), {}
         fp32_values = run_by_name(fp32, batch)
         fp32_inner = run_by_name(fp32_layers, batch) if fp32_layers is not None else {}
         for index, name in enumerate(outputs):
@@ -219,12 +220,12 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     return ParityResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), rows)
 
 
-def _torch_outputs(program: Any, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
+def _torch_outputs(module: Any, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
     import torch
     from torch.utils._pytree import tree_leaves
 
     with torch.no_grad():
-        result = program.module()(*[torch.from_numpy(np.ascontiguousarray(a)) for a in batch.values()])
+        result = module(*[torch.from_numpy(np.ascontiguousarray(a)) for a in batch.values()])
     return [leaf.detach().cpu().numpy() for leaf in tree_leaves(result)]
 
 
