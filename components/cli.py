@@ -15,7 +15,8 @@ from skewgate import __version__
 COMMANDS = {
     "export": ("skewgate.export.cli", "PyTorch → ONNX export, checked against PyTorch"),
     "drift": ("skewgate.drift.cli", "KS per feature + MMD drift gate; `drift profile` builds a reference profile"),
-    "parity": ("skewgate.parity.cli", "PyTorch vs ORT FP32/INT8 vs Triton, layer by layer; `parity preprocess`"),
+    "parity": ("skewgate.parity.cli", "PyTorch vs ORT FP32/INT8 vs Triton, layer by layer"),
+    "preprocess": ("skewgate.preprocess.cli", "training vs serving preprocessing on the same raw samples"),
     "calibrate": ("skewgate.calibrate.cli", "outlier-aware INT8 calibration with an accuracy budget and FP32 fallback"),
     "probe": ("skewgate.probe.cli", "check a Triton deployment against the model; `probe serve`, `probe install`"),
     "compare": ("skewgate.compare.cli", "candidate vs the registry's champion: metrics, churn, slices"),
@@ -34,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"skewgate {__version__}")
     parser.add_argument("command", choices=sorted(COMMANDS), metavar="COMMAND",
                         help="; ".join(f"{name}: {text}" for name, (_, text) in COMMANDS.items()))
+    if argv[:2] == ["parity", "preprocess"]:  # the spelling before preprocess was a step of its own
+        print("skewgate: `parity preprocess` is now `skewgate preprocess`", file=sys.stderr)
+        argv = argv[1:]
     if not argv or argv[0] not in COMMANDS:
         parser.parse_args(argv[:1] or ["--help"])
         return 2

@@ -1,7 +1,6 @@
 """`skewgate parity --torch M.pt2 --onnx model.onnx [--int8 …] [--fp16 [FP16.onnx] [--fp16-out F.onnx]]
 [--triton-url URL --triton-model NAME]
---inputs X.npz [--layerwise] --report parity.json [--plot layers.png] [--html parity.html]`, and
-`skewgate parity preprocess --train module:fn --serve module:fn --raw RAW.npz`."""
+--inputs X.npz [--layerwise] --report parity.json [--plot layers.png] [--html parity.html]`."""
 
 from __future__ import annotations
 
@@ -41,42 +40,20 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["preprocess"]:
-        return _preprocess(argv[1:])
-    args = build_parser(parser).parse_args(argv)
+    args = build_parser(parser).parse_args(sys.argv[1:] if argv is None else argv)
 
     def evaluate(run: object) -> Verdict:
         from skewgate.common.mlflow_log import StepRun
-        from skewgate.parity.core import ParityOptions, parity
-        from skewgate.parity.pipeline_support import publish
+        from skewgate.parity.core import ParityOptions
+        from skewgate.parity.run import run_parity
 
         options = ParityOptions(layerwise=args.layerwise, batch_size=args.batch_size, max_samples=args.max_samples,
                                 triton_protocol=args.triton_protocol, fp16_cuda=args.fp16_cuda)
-        result = parity(torch_model=args.torch, onnx=args.onnx, inputs=args.inputs, int8=args.int8,
-                        fp16=args.fp16 if args.fp16 is True or args.fp16 is False else Path(args.fp16),
-                        fp16_out=args.fp16_out,
-                        triton_url=args.triton_url, triton_model=args.triton_model, options=options)
-        publish(result, run if isinstance(run, StepRun) else None, plot=args.plot, html=args.html,
-                plot_name=args.plot.name if args.plot else "", html_name=args.html.name if args.html else "")
-        return result.verdict
+        return run_parity(run if isinstance(run, StepRun) else None, torch_model=args.torch, onnx=args.onnx,
+                          inputs=args.inputs, int8=args.int8,
+                          fp16=args.fp16 if args.fp16 is True or args.fp16 is False else Path(args.fp16),
+                          fp16_out=args.fp16_out, triton_url=args.triton_url, triton_model=args.triton_model,
+                          plot=args.plot, html=args.html, plot_name=args.plot.name if args.plot else "",
+                          html_name=args.html.name if args.html else "", options=options)
 
     return run_step("parity", args, evaluate)
-
-
-def _preprocess(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="skewgate parity preprocess",
-                                     description="Compare training and serving preprocessing on the same raw data.")
-    parser.add_argument("--train", required=True, help="module:function used in training")
-    parser.add_argument("--serve", required=True, help="module:function used in serving")
-    parser.add_argument("--raw", required=True, type=Path, help=".npz of raw samples")
-    parser.add_argument("--array", help="which array of the .npz (default: the first)")
-    add_common_args(parser)
-    args = parser.parse_args(argv)
-
-    def evaluate(_run: object) -> Verdict:
-        from skewgate.parity.preprocess import preprocess_parity
-
-        return preprocess_parity(train=args.train, serve=args.serve, raw=args.raw, array=args.array)
-
-    return run_step("preprocess", args, evaluate)

@@ -20,6 +20,7 @@ def parity_op(
     triton_url: str = "",
     triton_model: str = "",
     fp16: bool = False,
+    layerwise: bool = True,
     tracking_uri: str = "",
     experiment: str = "skewgate",
     pipeline_run_id: str = "",
@@ -28,14 +29,15 @@ def parity_op(
     with `fp16`, also its FP16 conversion value by value, with the nodes to keep in FP32 proposed and checked."""
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
-    from skewgate.parity.pipeline_support import run_parity
+    from skewgate.parity.core import ParityOptions
+    from skewgate.parity.run import run_parity
 
     result = evaluate_and_record(
         "parity",
         lambda run: run_parity(run, torch_model=torch_model.path, onnx=onnx_model.path, int8=int8_model.path,
-                               inputs=eval_data.path,
-                               triton_url=triton_url, triton_model=triton_model, fp16=fp16, plot=layer_plot.path,
-                               html=html_report.path),
+                               inputs=eval_data.path, triton_url=triton_url, triton_model=triton_model, fp16=fp16,
+                               plot=layer_plot.path, html=html_report.path,
+                               options=ParityOptions(layerwise=layerwise)),
         TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id),
     )
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

@@ -40,8 +40,10 @@ LAYER_TOLERANCE = Tolerance(rtol=1e-4, atol=1e-4)
 ISOLATED_SAMPLES = 4  # samples, cut along the batch axis, on which the suspect op is re-run alone
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ParityOptions:
+    """Every parity default (the CLI and the component pass only what their users set)."""
+
     layerwise: bool = False
     batch_size: int = 32
     max_samples: int = 256
@@ -199,7 +201,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
                 options)
             checks += int8_checks
     if fp16 is not False:
-        from skewgate.parity.fp16 import PAIR, Fp16Options, fp16_checks
+        from skewgate.parity.internals.fp16 import PAIR, Fp16Options, fp16_checks
 
         given = None if fp16 is True else fp16
         fp16_options = Fp16Options(batch_size=options.batch_size, cuda=options.fp16_cuda)

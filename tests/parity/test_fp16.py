@@ -52,7 +52,7 @@ def test_softmax_overflow_is_caught_and_the_proposed_fp32_list_fixes_it(overflow
 
 
 def test_given_fp16_model_that_overflows_fails(overflowing, tmp_path):
-    from skewgate.parity.fp16 import convert
+    from skewgate.parity.internals.fp16 import convert
 
     files, onnx_path = overflowing
     onnx.save(convert(onnx.load(str(onnx_path)), []), str(tmp_path / "plain.fp16.onnx"))
@@ -90,11 +90,12 @@ def test_overflow_caught_on_the_cuda_provider(overflowing):
 
 
 def test_pipeline_step_judges_the_fp16_candidate_when_asked(overflowing, tmp_path):
-    from skewgate.parity.pipeline_support import run_parity
+    from skewgate.parity.run import run_parity
 
     files, onnx_path = overflowing
     common = {"torch_model": str(files.pt2), "onnx": str(onnx_path), "int8": "", "inputs": str(files.inputs),
-              "triton_url": "", "triton_model": "", "plot": str(tmp_path / "p.png"), "html": str(tmp_path / "p.html")}
+              "triton_url": "", "triton_model": "", "plot": str(tmp_path / "p.png"), "html": str(tmp_path / "p.html"),
+              "options": ParityOptions(layerwise=True)}
     without = run_parity(None, **common)
     assert without.status == "pass" and "fp32_vs_fp16" not in without.details["pairs"]
     verdict = run_parity(None, **common, fp16=True)
@@ -115,7 +116,7 @@ def test_given_fp16_model_below_the_sqnr_floor_is_named(zoo, tmp_path):
     import numpy as np
     from onnx import numpy_helper
 
-    from skewgate.parity.fp16 import convert
+    from skewgate.parity.internals.fp16 import convert
 
     files, onnx_path = zoo("layernorm_mlp")
     model = convert(onnx.load(str(onnx_path)), [])

@@ -1,4 +1,4 @@
-"""Preprocessing parity: run the training and the serving preprocessing on the same raw samples and compare.
+"""preprocess: run the training and the serving preprocessing on the same raw samples and compare.
 
 Each callable is given as `module:function`, takes the raw array (samples first) and returns an array. Reports
 per-channel mean/std of each stage's output, the SHA-256 chain (raw → train, raw → serve), the first differing
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,13 @@ from skewgate.common.tensor_stats import sha256_array, summarize
 from skewgate.common.verdict import Check, Subject, Verdict
 
 STEP = "preprocess"
+
+
+@dataclass(frozen=True)
+class PreprocessDetails:
+    hash_chain: dict[str, str]  # raw → train, raw → serve: SHA-256 of each stage's output
+    channels: dict[str, dict[str, list[float]]]  # stage → per-channel mean and std
+    callables: dict[str, str]  # stage → module:function
 
 
 def load_callable(spec: str) -> Callable[[np.ndarray], np.ndarray]:
@@ -73,12 +81,12 @@ def preprocess_parity(*, train: str, serve: str, raw: str | Path, array: str | N
                  f"{outputs['serve'][index]!r}")
     checks.append(Check("preprocess_match", passed=closeness.ok and not dtype_note, value=closeness.worst_ratio,
                         limit=1.0, detail=f"serve vs train: {closeness.describe()}{dtype_note}{first}"))
-    details = {
-        "hash_chain": {"raw": sha256_array(samples), "train": sha256_array(outputs["train"]),
-                       "serve": sha256_array(outputs["serve"])},
-        "channels": {label: _channel_stats(out) for label, out in outputs.items()},
-        "callables": {"train": train, "serve": serve},
-    }
+    details = PreprocessDetails(
+        hash_chain={"raw": sha256_array(samples), "train": sha256_array(outputs["train"]),
+                    "serve": sha256_array(outputs["serve"])},
+        channels={label: _channel_stats(out) for label, out in outputs.items()},
+        callables={"train": train, "serve": serve},
+    )
     stats = [summarize(name, "raw", samples)] + [summarize(name, f"{label}.output", out)
                                                  for label, out in outputs.items()]
     subject = Subject(artifact=str(raw), sha256=sha256_file(raw), data={"raw": sha256_file(raw)})
