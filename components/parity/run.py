@@ -20,11 +20,11 @@ def run_parity(run: StepRun | None, *, torch_model: str | Path, onnx: str | Path
                triton_url: str | None = None, triton_model: str | None = None,
                plot: str | Path | None = None, html: str | Path | None = None,
                plot_name: str = "layer_errors.png", html_name: str = "parity_report.html",
-               options: ParityOptions = ParityOptions()) -> Verdict:
+               options: ParityOptions | None = None) -> Verdict:
     """Empty strings count as not given (KFP passes "" for an unset optional input)."""
     result = parity(torch_model=torch_model, onnx=onnx, inputs=inputs, int8=int8 or None, fp16=fp16,
                     fp16_out=fp16_out or None, triton_url=triton_url or None, triton_model=triton_model or None,
-                    options=options)
+                    options=options or ParityOptions())
     publish(result, run, plot=plot or None, html=html or None, plot_name=plot_name, html_name=html_name)
     return result.verdict
 
