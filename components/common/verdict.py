@@ -29,6 +29,9 @@ Severity = Literal["fail", "warn"]
 STATUSES: tuple[str, ...] = get_args(Status)
 # A verdict larger than this is refused before it is parsed (a real one is tens of kilobytes).
 MAX_VERDICT_BYTES = 16 * 1024 * 1024
+# `field(default=None, metadata=OMIT_IF_NONE)`: a details field left out of the JSON while it is None (a pair that
+# was not judged, say) rather than written as null, for details whose readers test for the key.
+OMIT_IF_NONE: Mapping[str, bool] = MappingProxyType({"omit_if_none": True})
 # Step names become registry tag prefixes (`skewgate.<step>.`): plain names only, and never one of the names that
 # promote itself writes under, so that no verdict can speak for the promotion or overwrite the evidence digests.
 STEP_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
@@ -331,7 +334,8 @@ def asdict_shallow(obj: Any) -> dict[str, Any]:
 def _plain(value: Any) -> Any:
     """Turn read-only mappings and tuples from `details` back into JSON-able dicts and lists."""
     if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)
+                if not (getattr(value, f.name) is None and f.metadata.get("omit_if_none"))}
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -29,7 +29,7 @@ from skewgate.common.layers import OnnxValue, TorchRecorder, onnx_values, quanti
 from skewgate.common.matching import Matching, match
 from skewgate.common.runtime import run_by_name, session
 from skewgate.common.triton.client import Protocol
-from skewgate.common.verdict import Check, Subject, Verdict
+from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
 
 log = logging.getLogger(__name__)
 STEP = "parity"
@@ -55,6 +55,23 @@ class ParityOptions:
     triton_protocol: Protocol = "http"
     seed: int = 0
     fp16_cuda: bool = False  # run the FP16 comparison on ONNX Runtime's CUDA provider
+
+
+@dataclass(frozen=True)
+class ParityDetails:
+    """The verdict's `details`: what parity found beyond its checks. A pair that was not judged has no key."""
+
+    pairs: list[str]  # the pairs judged, e.g. torch_vs_fp32, fp32_vs_int8
+    samples: int
+    timing: dict[str, float]  # seconds: load, match, sessions, streaming, checks
+    finals: dict[str, dict[str, dict[str, Any]]]  # pair → output → error summary
+    # layer reports (coverage, first divergence) per judged pair
+    torch_vs_fp32: dict[str, Any] | None = field(default=None, metadata=OMIT_IF_NONE)
+    fp32_vs_int8: dict[str, Any] | None = field(default=None, metadata=OMIT_IF_NONE)
+    # top-1 agreement, KL, entropy shift, gap shrinkage of INT8 vs FP32 logits
+    int8_logits: dict[str, float] | None = field(default=None, metadata=OMIT_IF_NONE)
+    fp32_vs_fp16: dict[str, Any] | None = field(default=None, metadata=OMIT_IF_NONE)
+    triton: str | None = field(default=None, metadata=OMIT_IF_NONE)  # why Triton was not compared
 
 
 @dataclass(frozen=True)
@@ -164,11 +181,9 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     checks = [Check(f"outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
                     detail=f"ORT FP32 vs torch: {_describe(err)}") for name, err in finals[FP32].items()]
     # Batch invariance is export's fact (ORT) and probe's (Triton): each fact has one owner step.
-    details: dict[str, Any] = {
-        "pairs": [p for p in (FP32, INT8 if int8 else None, TRITON if triton else None) if p],
-        "samples": n, "timing": timing,
-        "finals": {pair: {k: e.summary() for k, e in errs.items()} for pair, errs in finals.items()},
-    }
+    pairs = [p for p in (FP32, INT8 if int8 else None, TRITON if triton else None) if p]
+    reports: dict[str, Any] = {}  # pair → its layer report
+    int8_logits = None
     rows: dict[str, list[dict[str, Any]]] = {}
     if options.layerwise:
         assert recorder is not None
@@ -180,16 +195,17 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
             return _isolated(name, matching, recorder.run(small)[1], ort_values, fp32_model, options.layer_tolerance,
                              min(ISOLATED_SAMPLES, n))
 
-        rows[FP32], fp32_checks, details["torch_vs_fp32"] = _layer_report(
+        rows[FP32], fp32_checks, reports[FP32] = _layer_report(
             FP32, layers[FP32], values, outputs, lambda e: not e.ok, matching, isolate, options)
         for row in rows[FP32]:
             row["torch_node"] = counterparts[row["value"]]
             row["matched_by"] = matching.how[row["value"]]
         checks += fp32_checks
     if int8_model is not None:
-        checks += _int8_checks(finals[INT8], kept, options, details)
+        int8_list, int8_logits = _int8_checks(finals[INT8], kept, options)
+        checks += int8_list
         if options.layerwise:
-            rows[INT8], int8_checks, details["fp32_vs_int8"] = _layer_report(
+            rows[INT8], int8_checks, reports[INT8] = _layer_report(
                 INT8, layers[INT8], values, outputs, lambda e: e.sqnr_db < options.min_layer_sqnr_db, None, None,
                 options)
             checks += int8_checks
@@ -198,19 +214,22 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
 
         given = None if fp16 is True else fp16
         fp16_options = Fp16Options(batch_size=options.batch_size, cuda=options.fp16_cuda)
-        fp16_list, details[PAIR], rows[PAIR] = fp16_checks(fp32_model, given, feeds, fp16_options,
+        fp16_list, reports[PAIR], rows[PAIR] = fp16_checks(fp32_model, given, feeds, fp16_options,
                                                            write_fixed=fp16_out)
         checks += fp16_list
-        details["pairs"].append(PAIR)
+        pairs.append(PAIR)
     if triton is not None:
         checks += [Check(f"triton.outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
                          detail=f"Triton vs ORT FP32: {_describe(err)}") for name, err in finals[TRITON].items()]
-    else:
-        details["triton"] = "not compared: no Triton URL given"
     timing["checks_s"] = time.perf_counter() - checking  # layer report, isolated re-run, FP16
     # the INT8 file judged beside the FP32 one is named by digest, so that promote can register exactly it
     data = {"inputs": sha256_file(inputs), **({"int8": sha256_file(int8)} if int8 else {})}
     subject = Subject(artifact=str(onnx), sha256=sha256_file(onnx), data=data, source=str(torch_model))
+    details = ParityDetails(pairs=pairs, samples=n, timing=timing,
+                            finals={pair: {k: e.summary() for k, e in errs.items()} for pair, errs in finals.items()},
+                            torch_vs_fp32=reports.get(FP32), fp32_vs_int8=reports.get(INT8), int8_logits=int8_logits,
+                            fp32_vs_fp16=reports.get("fp32_vs_fp16"),
+                            triton=None if triton else "not compared: no Triton URL given")
     return ParityResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), rows)
 
 
@@ -252,14 +271,14 @@ def _describe(err: RunningError) -> str:
 
 
 def _int8_checks(finals: dict[str, RunningError], kept: dict[str, list[np.ndarray]], options: ParityOptions,
-                 details: dict[str, Any]) -> list[Check]:
+                 ) -> tuple[list[Check], dict[str, float] | None]:
+    """INT8 vs FP32 on the final outputs, and the logit metrics when the first output looks like a classifier's."""
     checks = [Check(f"int8.sqnr_db.{name}", passed=err.sqnr_db >= options.min_output_sqnr_db,
                     value=err.sqnr_db, limit=options.min_output_sqnr_db, detail=f"INT8 vs FP32: {_describe(err)}")
               for name, err in finals.items()]
     reference, candidate = np.concatenate(kept["fp32"]), np.concatenate(kept["int8"])
     if reference.ndim >= 2 and reference.shape[-1] > 1:  # classifier-shaped output: judge the logits
         metrics = logit_agreement(reference, candidate)
-        details["int8_logits"] = metrics
         checks.append(Check("int8.top1_agreement", passed=metrics["top1_agreement"] >= options.min_top1_agreement,
                             value=metrics["top1_agreement"], limit=options.min_top1_agreement,
                             detail=f"argmax equal on {metrics['top1_agreement']:.1%} of samples; top-1/top-2 gap "
@@ -267,7 +286,8 @@ def _int8_checks(finals: dict[str, RunningError], kept: dict[str, list[np.ndarra
         checks.append(Check("int8.kl_divergence", passed=metrics["kl_divergence"] <= options.max_kl_divergence,
                             value=metrics["kl_divergence"], limit=options.max_kl_divergence,
                             detail=f"softmax KL(FP32 ‖ INT8); entropy shift {metrics['entropy_shift']:+.3f} nats"))
-    return checks
+        return checks, metrics
+    return checks, None
 
 
 def _layer_report(pair: str, errors: dict[str, RunningError], values: dict[str, OnnxValue], outputs: list[str],

@@ -189,3 +189,22 @@ def test_typed_details_serialise_field_by_field():
     assert verdict.to_dict()["details"] == {"worst": {"layer": "conv1", "error": 0.5},
                                             "rows": [{"layer": "a", "error": 1.0}]}
     assert Verdict.from_dict(json.loads(verdict.to_json())) == verdict
+
+
+def test_a_details_field_marked_omit_if_none_is_left_out_while_none():
+    from dataclasses import dataclass, field
+
+    from skewgate.common.verdict import OMIT_IF_NONE
+
+    @dataclass(frozen=True)
+    class Details:
+        judged: str
+        skipped: str | None = field(default=None, metadata=OMIT_IF_NONE)
+        nothing: str | None = None  # an ordinary None stays, as null
+
+    as_json = Verdict.from_checks("parity", [Check("a", passed=True)], subject=None,
+                                  details=Details("fp32")).to_dict()["details"]
+    assert as_json == {"judged": "fp32", "nothing": None}
+    with_it = Verdict.from_checks("parity", [Check("a", passed=True)], subject=None,
+                                  details=Details("fp32", skipped="no Triton URL")).to_dict()["details"]
+    assert with_it["skipped"] == "no Triton URL"
