@@ -1,17 +1,17 @@
-"""The probe against a real tritonserver: the right deployment passes, each broken one fails by name."""
+"""run_probe against a real tritonserver: the right deployment passes, each broken one fails by name."""
 
 import pytest
 
 from skewgate.common.errors import BackendError
 from skewgate.common.processes import free_port
-from skewgate.probe.core import ProbeOptions, probe
+from skewgate.probe.run import ProbeOptions, run_probe
 
 pytestmark = pytest.mark.integration
 QUICK = ProbeOptions(requests_per_level=10)
 
 
 def _probe(served, models, name, **options):
-    return probe(url=served.http_url, model=name, onnx=models["good"], inputs=models["inputs"],
+    return run_probe(url=served.http_url, model=name, onnx=models["good"], inputs=models["inputs"],
                  repository=served.repository, options=ProbeOptions(**{**vars(QUICK), **options}))
 
 
@@ -22,7 +22,7 @@ def _failed(verdict):
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_the_gated_model_served_right_passes(served, models, protocol):
     url = served.http_url if protocol == "http" else served.grpc_url
-    verdict = probe(url=url, model="good", onnx=models["good"], inputs=models["inputs"],
+    verdict = run_probe(url=url, model="good", onnx=models["good"], inputs=models["inputs"],
                     repository=served.repository, options=ProbeOptions(protocol=protocol, requests_per_level=10))
     assert verdict.status == "pass", verdict.message
     names = {c.name for c in verdict.checks}
@@ -53,7 +53,7 @@ def test_a_different_file_served_is_caught(served, models, name):
 
 
 def test_without_the_repository_outputs_still_catch_a_different_file(served, models):
-    verdict = probe(url=served.http_url, model="otherfile", onnx=models["good"], inputs=models["inputs"],
+    verdict = run_probe(url=served.http_url, model="otherfile", onnx=models["good"], inputs=models["inputs"],
                     options=QUICK)
     assert "served_artifact" not in {c.name for c in verdict.checks}
     assert "not verifiable" in verdict.details["served_artifact"]
@@ -71,7 +71,7 @@ def test_model_that_fails_to_load_fails_with_the_servers_text(models, tmp_path, 
     written = write_repository(models["good"], tmp_path / "repo", name="broken")
     written.onnx.write_bytes(written.onnx.read_bytes()[:40])  # truncated
     with triton_server(tmp_path / "repo", installation=installation) as server:
-        verdict = probe(url=server.http_url, model="broken", onnx=models["good"], inputs=models["inputs"],
+        verdict = run_probe(url=server.http_url, model="broken", onnx=models["good"], inputs=models["inputs"],
                         options=QUICK)
     assert verdict.status == "fail"
     detail = _failed(verdict)["model_ready"]
@@ -83,6 +83,6 @@ def test_server_down_is_an_error_within_the_deadline(models):
 
     started = time.monotonic()
     with pytest.raises(BackendError, match="live failed for 2s"):
-        probe(url=f"127.0.0.1:{free_port()}", model="good", onnx=models["good"], inputs=models["inputs"],
+        run_probe(url=f"127.0.0.1:{free_port()}", model="good", onnx=models["good"], inputs=models["inputs"],
               options=ProbeOptions(deadline_s=2))
     assert time.monotonic() - started < 10
