@@ -71,7 +71,7 @@ def _probe_at(url: str, model: str, gated: GatedModel, feeds: dict[str, np.ndarr
     client = TritonClient(url, options.protocol, options.headers, options.tls, options.ca_certificate,
                           options.deadline_s)
     try:
-        return probe(client, url=url, model=model, gated=gated, feeds=feeds, subject=subject,
-                     repository=repository, probing=options.probing())
+        return probe(client, url=url, protocol=options.protocol, model=model, gated=gated, feeds=feeds,
+                     subject=subject, repository=repository, probing=options.probing())
     finally:
         client.close()
