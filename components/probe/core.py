@@ -27,7 +27,7 @@ import numpy as np
 from skewgate.common.compare import Tolerance, batch_sizes, compare_close
 from skewgate.common.errors import Rejected
 from skewgate.common.io import TensorSpec, load_onnx, onnx_input_specs, sha256_file
-from skewgate.common.triton.client import Triton
+from skewgate.common.triton.client import ServerRefused, Triton
 from skewgate.common.triton.repository import Signature, TensorSignature, signature_of
 from skewgate.common.verdict import Check, Subject, Verdict
 
@@ -153,9 +153,13 @@ def model_ready(triton: Triton, model: str, probing: Probing) -> Check:
     try:
         triton.load_model(model)
     except Rejected as err:  # the server's own reason, e.g. the backend's exception text
-        return Check("model_ready", passed=False, detail=f"{model} failed to load: {err}")
+        return Check("model_ready", passed=False, detail=f"{model} failed to load: {_server_text(err)}")
     ready = triton.is_model_ready(model, probing.version)
     return Check("model_ready", passed=ready, detail=f"{model} loaded on demand" if ready else "not ready after load")
+
+
+def _server_text(err: Rejected) -> str:
+    return err.answer if isinstance(err, ServerRefused) else str(err)
 
 
 def _shape_matches(served: list[int], expected: tuple[int, ...]) -> bool:
@@ -256,7 +260,7 @@ def _run_behaviour(serve: Callable[[Mapping[str, np.ndarray]], Arrays], expected
     try:
         served = serve(first)
     except Rejected as err:
-        return [Check("outputs_match", passed=False, detail=f"inference failed: {err}")], None
+        return [Check("outputs_match", passed=False, detail=f"inference failed: {_server_text(err)}")], None
     checks = []
     for name in outputs:
         closeness = compare_close(served[name], expected[name][: len(served[name])], tols[name])

@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from skewgate.common.errors import Rejected, Unreachable
+from skewgate.common.errors import Unreachable
 from skewgate.common.io import TensorSpec
+from skewgate.common.triton.client import ServerRefused
 from skewgate.common.triton.repository import Signature, TensorSignature
 from skewgate.probe.core import GatedModel
 
@@ -77,7 +78,7 @@ class FakeTriton:
 
     def load_model(self, model: str) -> None:
         if self.load_error is not None:
-            raise Rejected(f"Triton at fake (http): load failed: InferenceServerException: {self.load_error}")
+            raise ServerRefused(f"Triton at fake (http): load failed: {self.load_error}", answer=self.load_error)
         self.model_ready = True
 
     def model_metadata(self, model: str) -> dict[str, Any]:
@@ -95,7 +96,8 @@ class FakeTriton:
     def infer(self, model: str, feeds: Mapping[str, np.ndarray], outputs: list[str], *,
               datatypes: Mapping[str, str], version: str = "") -> dict[str, np.ndarray]:
         if self.infer_error is not None:
-            raise Rejected(f"Triton at fake (http): infer {model} failed: {self.infer_error}")
+            raise ServerRefused(f"Triton at fake (http): infer {model} failed: {self.infer_error}",
+                                answer=self.infer_error)
         with self._lock:
             self.requests += 1
         served = self.serve(feeds)

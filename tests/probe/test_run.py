@@ -75,7 +75,7 @@ def test_model_that_fails_to_load_fails_with_the_servers_text(models, tmp_path, 
                         options=QUICK)
     assert verdict.status == "fail"
     detail = _failed(verdict)["model_ready"]
-    assert "failed to load" in detail and "broken" in detail
+    assert detail.startswith("broken failed to load: ") and "load failed for model 'broken'" in detail
 
 
 def test_server_down_is_an_error_within_the_deadline(models):

@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from skewgate.common.errors import Unreachable, map_errors
+from skewgate.common.errors import Rejected, Unreachable, map_errors
 
 Protocol = Literal["http", "grpc"]
 T = TypeVar("T")
@@ -25,9 +25,18 @@ T = TypeVar("T")
 _GRPC_UNREACHABLE = ("StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED")
 
 
+class ServerRefused(Rejected):
+    """The server answered with an error; `answer` is its own text (a backend's reason a model will not load)."""
+
+    def __init__(self, message: str, *, answer: str) -> None:
+        super().__init__(message)
+        self.answer = answer
+
+
 class Triton(typing.Protocol):
     """What a step asks of a Triton server (KServe v2). Metadata, config and statistics come back as the HTTP
-    endpoint's JSON for both protocols (numbers as numbers). Raises `Unreachable` / `Rejected` only."""
+    endpoint's JSON for both protocols (numbers as numbers). Raises `Unreachable` / `Rejected` only (an error the
+    server answers with is `ServerRefused`, its text in `answer`)."""
 
     def is_server_live(self) -> bool: ...
 
@@ -95,7 +104,8 @@ class TritonClient:
             except InferenceServerException as err:
                 if str(err.status()) in _GRPC_UNREACHABLE:
                     raise Unreachable(f"Triton at {self.url} ({self.protocol}): {what} failed: {err}") from err
-                raise  # the server answered: map_errors makes it `Rejected`
+                raise ServerRefused(f"Triton at {self.url} ({self.protocol}): {what} failed: {err}",
+                                    answer=str(err)) from err
 
     def call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Retry `fn` while the server cannot be reached, until the deadline; then `Unreachable` naming `what`.
