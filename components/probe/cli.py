@@ -16,39 +16,60 @@ from skewgate.common.triton.client import Protocol
 from skewgate.common.triton.repository import Platform
 from skewgate.common.verdict import Verdict
 
+REQUIRED = ("model", "onnx", "inputs")  # required by the probe itself, not by its subcommands
+
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    from skewgate.probe.run import ProbeOptions
+
+    defaults = ProbeOptions()
     parser = parser or argparse.ArgumentParser(prog="skewgate probe")
     parser.description = ("Check a Triton deployment against the gated ONNX model: health, signature, config, "
                           "served file, outputs, batching, latency. `probe serve` and `probe install` also exist.")
     parser.add_argument("--url", help="host:port of the server; omit to start a local tritonserver for the probe")
-    parser.add_argument("--protocol", choices=get_args(Protocol), default="http")
-    parser.add_argument("--model", required=True, help="model name on the server")
-    parser.add_argument("--onnx", required=True, type=Path, help="the gated ONNX model")
-    parser.add_argument("--inputs", required=True, type=Path, help=".npz of probe inputs named as the model's")
-    parser.add_argument("--model-version", default="", help="version that must be served (default: the latest)")
+    parser.add_argument("--protocol", choices=get_args(Protocol), default=defaults.protocol)
+    parser.add_argument("--model", help="model name on the server (required)")
+    parser.add_argument("--onnx", type=Path, help="the gated ONNX model (required)")
+    parser.add_argument("--inputs", type=Path, help=".npz of probe inputs named as the model's (required)")
+    parser.add_argument("--model-version", default=defaults.version,
+                        help="version that must be served (default: the latest)")
     parser.add_argument("--repository", type=Path, help="the model repository, if readable (checks the served file)")
     parser.add_argument("--header", action="append", default=[], metavar="NAME=VALUE",
                         help="extra request header, e.g. Authorization=Bearer… (repeatable)")
     parser.add_argument("--tls", action="store_true", help="use TLS")
     parser.add_argument("--ca-cert", help="CA bundle for TLS")
-    parser.add_argument("--deadline", type=float, default=20.0, help="seconds per call, retries included")
-    parser.add_argument("--max-p99-ms", type=float, default=1000.0, help="latency gate at concurrency 1")
+    parser.add_argument("--deadline", type=float, default=defaults.deadline_s,
+                        help="seconds per call, retries included")
+    parser.add_argument("--max-p99-ms", type=float, default=defaults.max_p99_ms,
+                        help="latency gate at concurrency 1")
     add_common_args(parser)
+    commands = parser.add_subparsers(dest="command", metavar="{serve,install}", required=False)
+    serve = commands.add_parser("serve", help="serve an ONNX model with a local tritonserver until Ctrl-C",
+                                description="Serve an ONNX model with a local tritonserver until Ctrl-C.")
+    serve.add_argument("--onnx", required=True, type=Path)
+    serve.add_argument("--name", required=True)
+    serve.add_argument("--repository", type=Path, default=Path("work/triton-repo"))
+    serve.add_argument("--platform", choices=get_args(Platform), default="python")
+    serve.set_defaults(handler=_serve)
+    install = commands.add_parser("install", help="unpack tritonserver and build its backend environment",
+                                  description="Unpack tritonserver (nvidia-pytriton wheel) and build the Python "
+                                              "backend's environment (numpy<2, onnxruntime).")
+    install.add_argument("--home", type=Path, help="default: $SKEWGATE_TRITON_HOME or ~/.cache/skewgate/triton")
+    install.set_defaults(handler=_install)
     return parser
 
 
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["serve"]:
-        return _serve(argv[1:])
-    if argv[:1] == ["install"]:
-        return _install(argv[1:])
-    args = build_parser(parser).parse_args(argv)
+    parser = build_parser(parser)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command is not None:
+        return int(args.handler(args))
+    missing = [f"--{name}" for name in REQUIRED if getattr(args, name) is None]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
 
     def evaluate(_run: object) -> Verdict:
-        from skewgate.probe.core import ProbeOptions
-        from skewgate.probe.pipeline_support import probe_local_or_remote
+        from skewgate.probe.run import ProbeOptions, run_probe
 
         headers = {}
         for item in args.header:
@@ -58,20 +79,13 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
             headers[name] = value
         options = ProbeOptions(protocol=args.protocol, version=args.model_version, headers=headers, tls=args.tls,
                                ca_certificate=args.ca_cert, deadline_s=args.deadline, max_p99_ms=args.max_p99_ms)
-        return probe_local_or_remote(url=args.url or "", model=args.model, onnx=args.onnx, inputs=args.inputs,
-                                     repository=args.repository, options=options)
+        return run_probe(url=args.url or "", model=args.model, onnx=args.onnx, inputs=args.inputs,
+                         repository=args.repository, options=options)
 
     return run_step("probe", args, evaluate)
 
 
-def _serve(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="skewgate probe serve",
-                                     description="Serve an ONNX model with a local tritonserver until Ctrl-C.")
-    parser.add_argument("--onnx", required=True, type=Path)
-    parser.add_argument("--name", required=True)
-    parser.add_argument("--repository", type=Path, default=Path("work/triton-repo"))
-    parser.add_argument("--platform", choices=get_args(Platform), default="python")
-    args = parser.parse_args(argv)
+def _serve(args: argparse.Namespace) -> int:
     configure_logging()
     from skewgate.common.triton.repository import write_repository
     from skewgate.common.triton.server import triton_server
@@ -92,12 +106,7 @@ def _serve(argv: list[str]) -> int:
         return EXIT_ERROR
 
 
-def _install(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="skewgate probe install",
-                                     description="Unpack tritonserver (nvidia-pytriton wheel) and build the "
-                                                 "Python backend's environment (numpy<2, onnxruntime).")
-    parser.add_argument("--home", type=Path, help="default: $SKEWGATE_TRITON_HOME or ~/.cache/skewgate/triton")
-    args = parser.parse_args(argv)
+def _install(args: argparse.Namespace) -> int:
     from skewgate.common.triton.server import install
 
     try:

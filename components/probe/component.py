@@ -17,19 +17,23 @@ def triton_probe_op(
     triton_url: str = "",
     protocol: str = "http",
     tracking_uri: str = "",
+    experiment: str = "",
     pipeline_run_id: str = "",
 ) -> str:
     """`triton_url` empty: write the repository and run a local tritonserver in this step (local runs, or a pod
-    whose image carries tritonserver); otherwise probe that server (host:port)."""
+    whose image carries tritonserver); otherwise probe that server (host:port). `experiment` empty: the MLflow
+    experiment named as the model."""
+    from typing import cast
+
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
-    from skewgate.probe.core import ProbeOptions
-    from skewgate.probe.pipeline_support import probe_local_or_remote
+    from skewgate.common.triton.client import Protocol
+    from skewgate.probe.run import ProbeOptions, run_probe
 
     result = evaluate_and_record(
         "probe",
-        lambda _run: probe_local_or_remote(url=triton_url, model=model_name, onnx=onnx_model.path,
-                                           inputs=probe_inputs.path, options=ProbeOptions(protocol=protocol)),
-        TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id),
+        lambda _run: run_probe(url=triton_url, model=model_name, onnx=onnx_model.path, inputs=probe_inputs.path,
+                               options=ProbeOptions(protocol=cast(Protocol, protocol))),
+        TrackingOptions(uri=tracking_uri, experiment=experiment or model_name, pipeline_run_id=pipeline_run_id),
     )
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

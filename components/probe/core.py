@@ -6,113 +6,169 @@ shapes, the batch dimension); the served version and — where the repository is
 served file; outputs equal ONNX Runtime FP32 on the probe inputs; batch sizes 1, odd and max; concurrent
 single-sample requests under dynamic batching; latency percentiles and throughput at a few concurrency levels;
 the server's own queue and compute time.
+
+The server is reached through the `Triton` seam only (a fake in the unit tests); the gated model is loaded once
+(`load_gated`): one parse and check of the ONNX, one ONNX Runtime session, opened on first use.
 """
 
 from __future__ import annotations
 
-import logging
+import functools
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from skewgate.common.compare import Tolerance, batch_sizes, compare_close
-from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
-from skewgate.common.triton.client import Protocol, TritonClient
-from skewgate.common.triton.repository import Signature, TensorSignature, onnx_signature
+from skewgate.common.errors import Rejected
+from skewgate.common.io import TensorSpec, load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.triton.client import ServerRefused, Triton
+from skewgate.common.triton.repository import Signature, TensorSignature, signature_of
 from skewgate.common.verdict import Check, Subject, Verdict
 
-log = logging.getLogger(__name__)
 STEP = "probe"
+Arrays = dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
-class ProbeOptions:
-    protocol: Protocol = "http"
-    version: str = ""  # the version that must be served; "" = the latest one the server reports
-    headers: Mapping[str, str] = field(default_factory=dict)
-    tls: bool = False
-    ca_certificate: str | None = None
-    deadline_s: float = 20.0
-    load_model: bool = True  # ask the server to load the model if it is not ready (explicit model control)
-    max_samples: int = 16
-    concurrency_levels: tuple[int, ...] = (1, 4)
-    requests_per_level: int = 40
-    max_p99_ms: float = 1000.0
+class GatedModel:
+    """The gated ONNX as the probe needs it; `reference` answers with ONNX Runtime FP32's outputs by name."""
+
+    path: Path
+    sha256: str
+    signature: Signature
+    input_specs: tuple[TensorSpec, ...]
+    reference: Callable[[Mapping[str, np.ndarray]], Arrays]
+
+
+def load_gated(onnx: str | Path) -> GatedModel:
+    """Parse and check the ONNX once; the ONNX Runtime session opens on the first reference call (a model that
+    never becomes ready on the server costs none)."""
+    path = Path(onnx)
+    model = load_onnx(path)
+    signature = signature_of(model, source=path)
+    outputs = [t.name for t in signature.outputs]
+
+    @functools.cache
+    def session() -> Any:
+        import onnxruntime as ort
+
+        return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+    def reference(feeds: Mapping[str, np.ndarray]) -> Arrays:
+        return dict(zip(outputs, session().run(outputs, dict(feeds)), strict=True))
+
+    return GatedModel(path=path, sha256=sha256_file(path), signature=signature,
+                      input_specs=tuple(onnx_input_specs(model)), reference=reference)
+
+
+@dataclass(frozen=True)
+class Probing:
+    """What the checks judge against (the defaults live in `run.ProbeOptions`)."""
+
+    version: str  # the version that must be served; "" = the latest one the server reports
+    load_model: bool  # ask the server to load the model if it is not ready (explicit model control)
+    concurrency_levels: tuple[int, ...]
+    requests_per_level: int
+    max_p99_ms: float
     tolerances: Mapping[str, Tolerance] = field(default_factory=dict)
 
 
-def probe(*, url: str, model: str, onnx: str | Path, inputs: str | Path, repository: Path | None = None,
-          options: ProbeOptions = ProbeOptions()) -> Verdict:
-    """Probe `model` on the server at `url` (host:port). `repository`: the model repository, when readable."""
-    from tritonclient.utils import InferenceServerException
-
-    onnx = Path(onnx)
-    signature = onnx_signature(onnx)
-    arrays = load_npz(inputs, expected=onnx_input_specs(load_onnx(onnx)))
-    feeds = {t.name: arrays[t.name][: options.max_samples] for t in signature.inputs}
-    subject = Subject(artifact=str(onnx), sha256=sha256_file(onnx), data={"inputs": sha256_file(inputs)})
-    client = TritonClient(url, options.protocol, options.headers, options.tls, options.ca_certificate,
-                          options.deadline_s)
-    details: dict[str, Any] = {"url": url, "protocol": options.protocol, "model": model}
-    try:
-        live = bool(client.call("live", client.client.is_server_live))
-        ready = bool(client.call("ready", client.client.is_server_ready))
-        checks = [Check("server_live", passed=live), Check("server_ready", passed=ready,
-                                                           detail="" if ready else "a model failed to load")]
-        model_check = _model_ready(client, model, options, InferenceServerException)
-        checks.append(model_check)
-        if not model_check.passed:
-            return Verdict.from_checks(STEP, checks, subject=subject, details=details)
-
-        metadata, config = _metadata_and_config(client, model)
-        checks += _signature_checks(signature, metadata, config)
-        checks += _served_checks(metadata, model, options.version, repository, subject.sha256, details)
-        checks += _behaviour_checks(client, model, onnx, signature, feeds, config, options, details,
-                                    InferenceServerException)
-        details["server_statistics"] = _statistics(client, model)
-    finally:
-        client.close()
-    return Verdict.from_checks(STEP, checks, subject=subject, details=details)
+@dataclass(frozen=True)
+class LatencyRow:
+    concurrency: int
+    requests: int
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    throughput_rps: float
 
 
-def _model_ready(client: TritonClient, model: str, options: ProbeOptions, server_error: type[Exception]) -> Check:
-    if client.call("model ready", client.client.is_model_ready, model, options.version):
+@dataclass(frozen=True)
+class VersionStatistics:
+    """Per request, as the server counted them."""
+
+    requests: int
+    executions: int
+    avg_queue_us: float
+    avg_compute_input_us: float
+    avg_compute_infer_us: float
+    avg_compute_output_us: float
+
+
+@dataclass(frozen=True)
+class ProbeDetails:
+    """The verdict's `details`. A field left None was not reached (a model that never became ready has no served
+    version, an unbatched model no latency) and its key is absent from the JSON, as it always was."""
+
+    url: str
+    protocol: str
+    model: str
+    served_version: str | None = None
+    served_artifact: str | None = None  # only when the repository is not readable: why the file was not checked
+    latency: tuple[LatencyRow, ...] | None = None
+    server_statistics: Mapping[str, VersionStatistics] | None = None
+
+    def present(self) -> dict[str, Any]:
+        """Plain JSON-able fields, the ones left None omitted (`Verdict` would write them as null)."""
+        return asdict(self, dict_factory=lambda items: {k: v for k, v in items if v is not None})
+
+
+def probe(triton: Triton, *, url: str, protocol: str, model: str, gated: GatedModel,
+          feeds: Mapping[str, np.ndarray], subject: Subject, repository: Path | None, probing: Probing) -> Verdict:
+    """Probe `model` as served by `triton` (reached at `url`) against `gated`, fed `feeds` (at most a batch).
+    `repository`: the model repository, when readable (the served file's digest is then checked)."""
+    details = ProbeDetails(url=url, protocol=protocol, model=model)
+    live, ready = triton.is_server_live(), triton.is_server_ready()
+    checks = [Check("server_live", passed=live),
+              Check("server_ready", passed=ready, detail="" if ready else "a model failed to load")]
+    checks.append(model_ready(triton, model, probing))
+    if not checks[-1].passed:
+        return Verdict.from_checks(STEP, checks, subject=subject, details=details.present())
+    metadata, config = triton.model_metadata(model), triton.model_config(model)
+    checks += signature_checks(gated.signature, metadata, config)
+    served_version, version_check = served_version_check(metadata, probing.version)
+    checks.append(version_check)
+    details = replace(details, served_version=served_version)
+    if repository is None:
+        details = replace(details, served_artifact="not verifiable: the model repository is not readable from here")
+    else:
+        checks.append(served_artifact_check(repository / model / served_version / "model.onnx", gated.sha256))
+    behaviour, latency = behaviour_checks(triton, model, gated, feeds, config, probing)
+    details = replace(details, latency=latency,
+                      server_statistics=server_statistics(triton.inference_statistics(model)))
+    return Verdict.from_checks(STEP, [*checks, *behaviour], subject=subject, details=details.present())
+
+
+def model_ready(triton: Triton, model: str, probing: Probing) -> Check:
+    if triton.is_model_ready(model, probing.version):
         return Check("model_ready", passed=True, detail=f"{model} is ready")
-    if not options.load_model:
+    if not probing.load_model:
         return Check("model_ready", passed=False, detail=f"{model} is not ready (loading not allowed)")
     try:
-        client.call("load", client.client.load_model, model)
-    except server_error as err:  # the server's own reason, e.g. the backend's exception text
-        return Check("model_ready", passed=False, detail=f"{model} failed to load: {err}")
-    ready = bool(client.call("model ready", client.client.is_model_ready, model, options.version))
+        triton.load_model(model)
+    except Rejected as err:  # the server's own reason, e.g. the backend's exception text
+        return Check("model_ready", passed=False, detail=f"{model} failed to load: {_server_text(err)}")
+    ready = triton.is_model_ready(model, probing.version)
     return Check("model_ready", passed=ready, detail=f"{model} loaded on demand" if ready else "not ready after load")
 
 
-def _metadata_and_config(client: TritonClient, model: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    if client.protocol == "http":
-        return (client.call("metadata", client.client.get_model_metadata, model),
-                client.call("config", client.client.get_model_config, model))
-    metadata = client.call("metadata", client.client.get_model_metadata, model, as_json=True)
-    config = client.call("config", client.client.get_model_config, model, as_json=True)["config"]
-    for tensor in (*metadata.get("inputs", []), *metadata.get("outputs", [])):  # gRPC JSON has string dims
-        tensor["shape"] = [int(d) for d in tensor.get("shape", [])]
-    for tensor in (*config.get("input", []), *config.get("output", [])):
-        tensor["dims"] = [int(d) for d in tensor.get("dims", [])]
-    config["max_batch_size"] = int(config.get("max_batch_size", 0))
-    return metadata, config
+def _server_text(err: Rejected) -> str:
+    return err.answer if isinstance(err, ServerRefused) else str(err)
 
 
 def _shape_matches(served: list[int], expected: tuple[int, ...]) -> bool:
     return len(served) == len(expected) and all(s == e or -1 in (s, e) for s, e in zip(served, expected, strict=True))
 
 
-def _signature_checks(signature: Signature, metadata: dict[str, Any], config: dict[str, Any]) -> list[Check]:
+def signature_checks(signature: Signature, metadata: Mapping[str, Any], config: Mapping[str, Any]) -> list[Check]:
+    """`signature.inputs|outputs` (names, dtypes, shapes as the metadata reports them) and `config.dims.*` (the
+    config's dims against `max_batch_size`)."""
     batched = int(config.get("max_batch_size", 0)) > 0
     checks = []
     for kind, tensors, served_list, config_list in (
@@ -136,8 +192,7 @@ def _signature_checks(signature: Signature, metadata: dict[str, Any], config: di
             problems.append(f"served but not in the model: {extra}")
         checks.append(Check(f"signature.{kind}", passed=not problems, value=len(problems), limit=0,
                             detail="; ".join(problems) or f"{len(tensors)} {kind} match"))
-        batch_problems = [_batch_dim_problem(t, config_list, batched) for t in tensors]
-        batch_problems = [p for p in batch_problems if p]
+        batch_problems = [p for t in tensors if (p := _batch_dim_problem(t, config_list, batched))]
         checks.append(Check(f"config.dims.{kind}", passed=not batch_problems, value=len(batch_problems), limit=0,
                             detail="; ".join(batch_problems) or "dims agree with max_batch_size"))
     return checks
@@ -158,70 +213,61 @@ def _batch_dim_problem(tensor: TensorSignature, config_list: list[dict[str, Any]
     return ""
 
 
-def _served_checks(metadata: dict[str, Any], model: str, version: str, repository: Path | None, gated_sha: str,
-                   details: dict[str, Any]) -> list[Check]:
+def served_version_check(metadata: Mapping[str, Any], version: str) -> tuple[str, Check]:
+    """The version the probe talks to (`version`, or the latest served) and whether the server serves it."""
     versions = [str(v) for v in metadata.get("versions", [])]
     served = version or (max(versions, key=int) if versions else "")
-    checks = [Check("served_version", passed=bool(served) and served in versions,
-                    detail=f"served versions {versions}, expected {version or 'the latest'}")]
-    details["served_version"] = served
-    if repository is None:
-        details["served_artifact"] = "not verifiable: the model repository is not readable from here"
-        return checks
-    served_file = Path(repository) / model / served / "model.onnx"
+    return served, Check("served_version", passed=bool(served) and served in versions,
+                         detail=f"served versions {versions}, expected {version or 'the latest'}")
+
+
+def served_artifact_check(served_file: Path, gated_sha: str) -> Check:
     served_sha = sha256_file(served_file) if served_file.is_file() else "(missing)"
-    checks.append(Check("served_artifact", passed=served_sha == gated_sha,
-                        detail=f"{served_file} sha256 {served_sha}; gated {gated_sha}"))
-    return checks
+    return Check("served_artifact", passed=served_sha == gated_sha,
+                 detail=f"{served_file} sha256 {served_sha}; gated {gated_sha}")
 
 
-def _behaviour_checks(client: TritonClient, model: str, onnx: Path, signature: Signature,
-                      feeds: dict[str, np.ndarray], config: dict[str, Any], options: ProbeOptions,
-                      details: dict[str, Any], server_error: type[Exception]) -> list[Check]:
-    import onnxruntime as ort
+def behaviour_checks(triton: Triton, model: str, gated: GatedModel, feeds: Mapping[str, np.ndarray],
+                     config: Mapping[str, Any], probing: Probing) -> tuple[list[Check], tuple[LatencyRow, ...] | None]:
+    """Outputs against the reference, then (batched models) batch invariance, dynamic batching and latency."""
+    outputs = [t.name for t in gated.signature.outputs]
+    datatypes = {t.name: t.metadata_type for t in gated.signature.inputs}
+    local = threading.local()  # tritonclient's clients are not thread-safe: every worker gets its own connection
+    opened: list[Triton] = []
 
-    session = ort.InferenceSession(str(onnx), providers=["CPUExecutionProvider"])
-    outputs = [t.name for t in signature.outputs]
-    datatypes = {t.name: t.metadata_type for t in signature.inputs}
-    # tritonclient's clients are not thread-safe: every worker thread gets its own connection
-    local = threading.local()
-    opened: list[TritonClient] = []
-
-    def serve(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def serve(batch: Mapping[str, np.ndarray]) -> Arrays:
         if threading.current_thread() is threading.main_thread():
-            own = client
+            own = triton
         elif (own := getattr(local, "client", None)) is None:
-            own = local.client = TritonClient(client.url, client.protocol, client.headers, client.tls,
-                                              client.ca_certificate, client.deadline_s)
+            own = local.client = triton.connect_again()
             opened.append(own)
-        return own.infer(model, batch, outputs, datatypes=datatypes, version=options.version)
+        return own.infer(model, batch, outputs, datatypes=datatypes, version=probing.version)
 
     try:
-        return _run_behaviour(serve, session, outputs, feeds, config, options, details, server_error)
+        return _run_behaviour(serve, gated.reference(feeds), outputs, feeds, int(config.get("max_batch_size", 0)),
+                              probing)
     finally:
         for extra in opened:
             extra.close()
 
 
-def _run_behaviour(serve: Any, session: Any, outputs: list[str], feeds: dict[str, np.ndarray],
-                   config: dict[str, Any], options: ProbeOptions, details: dict[str, Any],
-                   server_error: type[Exception]) -> list[Check]:
-    expected = dict(zip(outputs, session.run(outputs, feeds), strict=True))
-    tols = {n: options.tolerances.get(n, Tolerance.for_dtype(a.dtype)) for n, a in expected.items()}
-    max_batch = int(config.get("max_batch_size", 0))
+def _run_behaviour(serve: Callable[[Mapping[str, np.ndarray]], Arrays], expected: Arrays, outputs: list[str],
+                   feeds: Mapping[str, np.ndarray], max_batch: int, probing: Probing
+                   ) -> tuple[list[Check], tuple[LatencyRow, ...] | None]:
+    tols = {n: probing.tolerances.get(n, Tolerance.for_dtype(a.dtype)) for n, a in expected.items()}
     n = len(next(iter(feeds.values())))
-    first = feeds if max_batch == 0 or n <= max_batch else {k: v[:max_batch] for k, v in feeds.items()}
+    first = dict(feeds) if max_batch == 0 or n <= max_batch else {k: v[:max_batch] for k, v in feeds.items()}
     try:
         served = serve(first)
-    except server_error as err:
-        return [Check("outputs_match", passed=False, detail=f"inference failed: {err}")]
+    except Rejected as err:
+        return [Check("outputs_match", passed=False, detail=f"inference failed: {_server_text(err)}")], None
     checks = []
     for name in outputs:
         closeness = compare_close(served[name], expected[name][: len(served[name])], tols[name])
         checks.append(Check(f"outputs_match.{name}", passed=closeness.ok, value=closeness.worst_ratio, limit=1.0,
                             detail=f"Triton vs ONNX Runtime FP32: {closeness.describe()}"))
     if max_batch == 0:
-        return checks
+        return checks, None
     m = len(next(iter(first.values())))
     alone = [serve({k: v[i : i + 1] for k, v in first.items()}) for i in range(m)]
     checks.append(_compare_to_alone("batch_invariance", [serve({k: v[:s] for k, v in first.items()})
@@ -229,18 +275,13 @@ def _run_behaviour(serve: Any, session: Any, outputs: list[str], feeds: dict[str
     with ThreadPoolExecutor(max_workers=min(8, m)) as pool:
         concurrent = list(pool.map(lambda i: serve({k: v[i : i + 1] for k, v in first.items()}), range(m)))
     checks.append(_compare_to_alone("dynamic_batching", concurrent, alone, outputs, tols, one_each=True))
-    latency = _latency(lambda: serve({k: v[:1] for k, v in first.items()}), options)
-    details["latency"] = latency
-    p99 = latency[0]["p99_ms"]
-    checks.append(Check("latency_p99_ms", passed=p99 <= options.max_p99_ms, value=p99, limit=options.max_p99_ms,
-                        detail="; ".join(f"concurrency {row['concurrency']}: p50 {row['p50_ms']:.2f} ms, p95 "
-                                         f"{row['p95_ms']:.2f}, p99 {row['p99_ms']:.2f}, {row['throughput_rps']:.0f} "
-                                         "req/s" for row in latency)))
-    return checks
+    latency = measure_latency(lambda: serve({k: v[:1] for k, v in first.items()}), probing)
+    checks.append(latency_check(latency, probing.max_p99_ms))
+    return checks, latency
 
 
-def _compare_to_alone(name: str, results: list[dict[str, np.ndarray]], alone: list[dict[str, np.ndarray]],
-                      outputs: list[str], tols: Mapping[str, Tolerance], *, one_each: bool = False) -> Check:
+def _compare_to_alone(name: str, results: list[Arrays], alone: list[Arrays], outputs: list[str],
+                      tols: Mapping[str, Tolerance], *, one_each: bool = False) -> Check:
     worst, where = 0.0, "every sample matches its batch-1 output"
     for index, result in enumerate(results):
         for out in outputs:
@@ -253,9 +294,9 @@ def _compare_to_alone(name: str, results: list[dict[str, np.ndarray]], alone: li
     return Check(name, passed=worst <= 1.0, value=worst, limit=1.0, detail=where)
 
 
-def _latency(call: Any, options: ProbeOptions) -> list[dict[str, float]]:
+def measure_latency(call: Callable[[], object], probing: Probing) -> tuple[LatencyRow, ...]:
     rows = []
-    for level in options.concurrency_levels:
+    for level in probing.concurrency_levels:
         def timed(_: int) -> float:
             started = time.perf_counter()
             call()
@@ -263,28 +304,32 @@ def _latency(call: Any, options: ProbeOptions) -> list[dict[str, float]]:
 
         started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=level) as pool:
-            samples = np.array(list(pool.map(timed, range(options.requests_per_level))))
+            samples = np.array(list(pool.map(timed, range(probing.requests_per_level))))
         elapsed = time.perf_counter() - started
         p50, p95, p99 = np.percentile(samples, [50, 95, 99])
-        rows.append({"concurrency": level, "requests": len(samples), "p50_ms": float(p50), "p95_ms": float(p95),
-                     "p99_ms": float(p99), "throughput_rps": len(samples) / elapsed})
-    return rows
+        rows.append(LatencyRow(concurrency=level, requests=len(samples), p50_ms=float(p50), p95_ms=float(p95),
+                               p99_ms=float(p99), throughput_rps=len(samples) / elapsed))
+    return tuple(rows)
 
 
-def _statistics(client: TritonClient, model: str) -> dict[str, Any]:
-    """Average queue and compute time per request as the server counted them."""
-    if client.protocol == "http":
-        stats = client.call("statistics", client.client.get_inference_statistics, model)
-    else:
-        stats = client.call("statistics", client.client.get_inference_statistics, model, as_json=True)
+def latency_check(latency: tuple[LatencyRow, ...], max_p99_ms: float) -> Check:
+    """Gated on the first level's p99 (concurrency 1 by default); every level is described."""
+    p99 = latency[0].p99_ms
+    return Check("latency_p99_ms", passed=p99 <= max_p99_ms, value=p99, limit=max_p99_ms,
+                 detail="; ".join(f"concurrency {row.concurrency}: p50 {row.p50_ms:.2f} ms, p95 {row.p95_ms:.2f}, "
+                                  f"p99 {row.p99_ms:.2f}, {row.throughput_rps:.0f} req/s" for row in latency))
+
+
+def server_statistics(stats: Mapping[str, Any]) -> dict[str, VersionStatistics]:
+    """Average queue and compute time per request, by version, from the statistics endpoint's JSON."""
     result = {}
     for entry in stats.get("model_stats", []):
         inference = entry.get("inference_stats", {})
-        count = int(inference.get("success", {}).get("count", 0)) or 1
-        result[f"v{entry.get('version')}"] = {
-            "requests": int(inference.get("success", {}).get("count", 0)),
-            "executions": int(entry.get("execution_count", 0)),
-            **{f"avg_{part}_us": int(inference.get(part, {}).get("ns", 0)) / count / 1000
-               for part in ("queue", "compute_input", "compute_infer", "compute_output")},
-        }
+        requests = int(inference.get("success", {}).get("count", 0))
+        average = {part: int(inference.get(part, {}).get("ns", 0)) / (requests or 1) / 1000
+                   for part in ("queue", "compute_input", "compute_infer", "compute_output")}
+        result[f"v{entry.get('version')}"] = VersionStatistics(
+            requests=requests, executions=int(entry.get("execution_count", 0)), avg_queue_us=average["queue"],
+            avg_compute_input_us=average["compute_input"], avg_compute_infer_us=average["compute_infer"],
+            avg_compute_output_us=average["compute_output"])
     return result

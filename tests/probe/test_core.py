@@ -1,88 +1,158 @@
-"""The probe against a real tritonserver: the right deployment passes, each broken one fails by name."""
+"""Every probe check against a fake Triton: the right deployment passes it, one defect blocks it by name."""
 
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import numpy as np
 import pytest
 
-from skewgate.common.errors import BackendError
-from skewgate.common.processes import free_port
-from skewgate.probe.core import ProbeOptions, probe
+from skewgate.common.errors import Unreachable
+from skewgate.common.io import sha256_file
+from skewgate.common.verdict import Subject, Verdict
+from skewgate.probe.core import probe
+from skewgate.probe.run import ProbeOptions
+from tests.probe.fake_triton import WEIGHTS, FakeTriton, config, gated, metadata
 
-pytestmark = pytest.mark.integration
-QUICK = ProbeOptions(requests_per_level=10)
-
-
-def _probe(served, models, name, **options):
-    return probe(url=served.http_url, model=name, onnx=models["good"], inputs=models["inputs"],
-                 repository=served.repository, options=ProbeOptions(**{**vars(QUICK), **options}))
-
-
-def _failed(verdict):
-    return {c.name: c.detail for c in verdict.failed_checks}
+FEEDS = {"x": np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)}
+SUBJECT = Subject(artifact="model.onnx", sha256="a" * 64)
+QUICK = ProbeOptions(requests_per_level=5)
 
 
-@pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_the_gated_model_served_right_passes(served, models, protocol):
-    url = served.http_url if protocol == "http" else served.grpc_url
-    verdict = probe(url=url, model="good", onnx=models["good"], inputs=models["inputs"],
-                    repository=served.repository, options=ProbeOptions(protocol=protocol, requests_per_level=10))
+def _probe(triton: FakeTriton, *, repository=None, sha256: str = "a" * 64, **options) -> Verdict:
+    probing = ProbeOptions(**{**vars(QUICK), **options}).probing()
+    return probe(triton, url="fake:8000", protocol="http", model="m", gated=gated(sha256), feeds=FEEDS,
+                 subject=SUBJECT, repository=repository, probing=probing)
+
+
+def _check(verdict: Verdict, name: str):
+    return next(c for c in verdict.checks if c.name == name)
+
+
+def test_the_right_deployment_passes_every_check():
+    triton = FakeTriton()
+    verdict = _probe(triton)
     assert verdict.status == "pass", verdict.message
-    names = {c.name for c in verdict.checks}
-    assert {"server_live", "model_ready", "signature.inputs", "config.dims.inputs", "served_artifact",
-            "outputs_match.y", "batch_invariance", "dynamic_batching", "latency_p99_ms"} <= names
-    latency = verdict.details["latency"]
-    assert [row["concurrency"] for row in latency] == [1, 4]
-    assert all(row["p50_ms"] <= row["p99_ms"] for row in latency)
-    assert verdict.details["server_statistics"]["v1"]["requests"] > 0
+    assert [c.name for c in verdict.checks] == [
+        "server_live", "server_ready", "model_ready", "signature.inputs", "config.dims.inputs", "signature.outputs",
+        "config.dims.outputs", "served_version", "outputs_match.y", "batch_invariance", "dynamic_batching",
+        "latency_p99_ms"]
+    assert triton.connections > 0 and triton.closed == triton.connections  # every worker's connection closed
 
 
-def test_config_dims_that_include_the_batch_dimension(served, models):
-    failed = _failed(_probe(served, models, "batchdim"))
-    assert "include the batch dimension" in failed["config.dims.inputs"]
-    assert "x: shape [-1, -1, 4] but the model has [-1, 4]" in failed["signature.inputs"]
+def _served_plus(offset: float, when=lambda feeds: True):
+    def serve(feeds):
+        y = np.asarray(feeds["x"]) @ WEIGHTS
+        return {"y": y + offset if when(feeds) else y}
+    return serve
 
 
-def test_dtype_mismatch_names_the_tensor_and_both_types(served, models):
-    failed = _failed(_probe(served, models, "dtype"))
-    assert "x: datatype FP64 but the model has FP32" in failed["signature.inputs"]
+def _in_a_worker_thread(_feeds) -> bool:
+    return threading.current_thread() is not threading.main_thread()
 
 
-@pytest.mark.parametrize("name", ["otherfile", "tampered"])
-def test_a_different_file_served_is_caught(served, models, name):
-    failed = _failed(_probe(served, models, name))
-    assert "gated" in failed["served_artifact"]
-    assert "out of tolerance" in failed["outputs_match.y"]
+def _slow(feeds):
+    time.sleep(0.002)
+    return {"y": np.asarray(feeds["x"]) @ WEIGHTS}
 
 
-def test_without_the_repository_outputs_still_catch_a_different_file(served, models):
-    verdict = probe(url=served.http_url, model="otherfile", onnx=models["good"], inputs=models["inputs"],
-                    options=QUICK)
-    assert "served_artifact" not in {c.name for c in verdict.checks}
-    assert "not verifiable" in verdict.details["served_artifact"]
-    assert "outputs_match.y" in _failed(verdict)
+BLOCKED = [
+    pytest.param(FakeTriton(live=False), {}, "server_live", "", id="server-not-live"),
+    pytest.param(FakeTriton(ready=False), {}, "server_ready", "a model failed to load", id="server-not-ready"),
+    pytest.param(FakeTriton(model_ready=False, load_error="onnxruntime: truncated file"), {}, "model_ready",
+                 "m failed to load: onnxruntime: truncated file", id="model-fails-to-load-with-the-servers-text"),
+    pytest.param(FakeTriton(model_ready=False), {"load_model": False}, "model_ready",
+                 "m is not ready (loading not allowed)", id="model-not-ready-loading-not-allowed"),
+    pytest.param(FakeTriton(metadata=metadata(datatype="FP64")), {}, "signature.inputs",
+                 "x: datatype FP64 but the model has FP32", id="dtype-mismatch"),
+    pytest.param(FakeTriton(metadata=metadata(shape=(-1, -1, 4))), {}, "signature.inputs",
+                 "x: shape [-1, -1, 4] but the model has [-1, 4]", id="shape-mismatch"),
+    pytest.param(FakeTriton(metadata=metadata(extra_output="z")), {}, "signature.outputs",
+                 "served but not in the model: ['z']", id="extra-output"),
+    pytest.param(FakeTriton(config=config(input_dims=(-1, 4))), {}, "config.dims.inputs",
+                 "x: config dims [-1, 4] include the batch dimension; with max_batch_size > 0 they must be the "
+                 "per-sample shape [4]", id="config-dims-include-batch"),
+    pytest.param(FakeTriton(config=config(input_dims=(5,))), {}, "config.dims.inputs",
+                 "x: config dims [5] but the model's per-sample shape is [4]", id="config-dims-wrong"),
+    pytest.param(FakeTriton(), {"version": "2"}, "served_version", "served versions ['1'], expected 2",
+                 id="required-version-not-served"),
+    pytest.param(FakeTriton(serve=_served_plus(0.5)), {}, "outputs_match.y", "out of tolerance",
+                 id="outputs-differ-from-onnxruntime"),
+    pytest.param(FakeTriton(infer_error="unexpected shape for input 'x'"), {}, "outputs_match",
+                 "inference failed: unexpected shape for input 'x'", id="inference-refused"),
+    pytest.param(FakeTriton(serve=_served_plus(0.5, lambda feeds: len(feeds["x"]) > 1)), {}, "batch_invariance",
+                 "batch of", id="batched-answers-differ"),
+    pytest.param(FakeTriton(serve=_served_plus(0.5, _in_a_worker_thread)), {}, "dynamic_batching", "request",
+                 id="concurrent-answers-differ"),
+    pytest.param(FakeTriton(serve=_slow), {"max_p99_ms": 0.5}, "latency_p99_ms", "concurrency 1: p50",
+                 id="latency-over-the-gate"),
+]
 
 
-def test_latency_gate(served, models):
-    assert "latency_p99_ms" in _failed(_probe(served, models, "good", max_p99_ms=0.001))
-
-
-def test_model_that_fails_to_load_fails_with_the_servers_text(models, tmp_path, installation):
-    from skewgate.common.triton.repository import write_repository
-    from skewgate.common.triton.server import triton_server
-
-    written = write_repository(models["good"], tmp_path / "repo", name="broken")
-    written.onnx.write_bytes(written.onnx.read_bytes()[:40])  # truncated
-    with triton_server(tmp_path / "repo", installation=installation) as server:
-        verdict = probe(url=server.http_url, model="broken", onnx=models["good"], inputs=models["inputs"],
-                        options=QUICK)
+@pytest.mark.parametrize(("triton", "options", "check", "detail"), BLOCKED)
+def test_one_defect_blocks_its_check_by_name(triton, options, check, detail):
+    verdict = _probe(triton, **options)
     assert verdict.status == "fail"
-    detail = _failed(verdict)["model_ready"]
-    assert "failed to load" in detail and "broken" in detail
+    failed = {c.name: c.detail for c in verdict.failed_checks}
+    assert check in failed, failed
+    assert detail in failed[check]
 
 
-def test_server_down_is_an_error_within_the_deadline(models):
-    import time
+def test_a_model_loaded_on_demand_passes():
+    verdict = _probe(FakeTriton(model_ready=False))
+    assert _check(verdict, "model_ready").detail == "m loaded on demand"
+    assert verdict.status == "pass", verdict.message
 
-    started = time.monotonic()
-    with pytest.raises(BackendError, match="live failed for 2s"):
-        probe(url=f"127.0.0.1:{free_port()}", model="good", onnx=models["good"], inputs=models["inputs"],
-              options=ProbeOptions(deadline_s=2))
-    assert time.monotonic() - started < 10
+
+def test_a_model_that_never_gets_ready_stops_the_probe_with_only_the_health_checks():
+    verdict = _probe(FakeTriton(model_ready=False, load_error="no such model"))
+    assert [c.name for c in verdict.checks] == ["server_live", "server_ready", "model_ready"]
+    assert dict(verdict.details) == {"url": "fake:8000", "protocol": "http", "model": "m"}
+
+
+@pytest.mark.parametrize("same_file", [True, False], ids=["served-file-is-the-gated-one", "served-file-differs"])
+def test_served_artifact_compares_the_served_files_digest(tmp_path, same_file):
+    served = tmp_path / "m" / "1" / "model.onnx"
+    served.parent.mkdir(parents=True)
+    served.write_bytes(b"gated model")
+    gated_sha = sha256_file(served) if same_file else "b" * 64
+    check = _check(_probe(FakeTriton(), repository=tmp_path, sha256=gated_sha), "served_artifact")
+    assert check.passed is same_file
+    assert f"gated {gated_sha}" in check.detail
+
+
+def test_a_missing_served_file_blocks(tmp_path):
+    check = _check(_probe(FakeTriton(), repository=tmp_path), "served_artifact")
+    assert not check.passed and "sha256 (missing)" in check.detail
+
+
+def test_the_latest_served_version_is_the_one_probed():
+    verdict = _probe(FakeTriton(metadata=metadata(versions=("1", "10", "9"))))
+    assert verdict.details["served_version"] == "10"
+
+
+def test_an_unbatched_model_is_judged_on_outputs_only():
+    verdict = _probe(FakeTriton(config=config(max_batch_size=0), metadata=metadata()))
+    names = {c.name for c in verdict.checks}
+    assert "outputs_match.y" in names and not names & {"batch_invariance", "dynamic_batching", "latency_p99_ms"}
+    assert "latency" not in verdict.details
+
+
+def test_details_keep_their_json_keys_and_values():
+    verdict = _probe(FakeTriton(), concurrency_levels=(1, 2))
+    details = json.loads(json.dumps(verdict.to_dict()))["details"]
+    assert list(details) == ["url", "protocol", "model", "served_version", "served_artifact", "latency",
+                             "server_statistics"]
+    assert details["served_artifact"] == "not verifiable: the model repository is not readable from here"
+    assert [row["concurrency"] for row in details["latency"]] == [1, 2]
+    assert list(details["latency"][0]) == ["concurrency", "requests", "p50_ms", "p95_ms", "p99_ms", "throughput_rps"]
+    stats = details["server_statistics"]["v1"]
+    assert stats["requests"] == stats["executions"] > 0
+    assert stats["avg_queue_us"] == 2.0 and stats["avg_compute_infer_us"] == 5.0 and stats["avg_compute_input_us"] == 0
+
+
+def test_an_unreachable_server_is_an_error_not_a_verdict():
+    with pytest.raises(Unreachable, match="live failed"):
+        _probe(FakeTriton(unreachable=True))

@@ -11,10 +11,13 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_onnx, sha256_file
+
+if TYPE_CHECKING:
+    import onnx
 
 Platform = Literal["onnxruntime_onnx", "python"]
 InstanceKind = Literal["CPU", "GPU"]
@@ -49,7 +52,11 @@ class Signature:
 
 
 def onnx_signature(onnx_path: str | Path) -> Signature:
-    model = load_onnx(onnx_path)
+    return signature_of(load_onnx(onnx_path), source=onnx_path)
+
+
+def signature_of(model: onnx.ModelProto, *, source: str | Path) -> Signature:
+    """The signature of a model already loaded (`source` names it in errors)."""
     initializers = {i.name for i in model.graph.initializer}
 
     def tensors(values: object) -> tuple[TensorSignature, ...]:
@@ -59,7 +66,7 @@ def onnx_signature(onnx_path: str | Path) -> Signature:
                 continue
             tensor = value.type.tensor_type
             if tensor.elem_type not in TRITON_TYPES:
-                raise InputError(onnx_path, field=value.name, expected="a Triton-supported data type",
+                raise InputError(source, field=value.name, expected="a Triton-supported data type",
                                  found=f"ONNX elem_type {tensor.elem_type}")
             shape = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim)
             result.append(TensorSignature(value.name, TRITON_TYPES[tensor.elem_type], shape))
@@ -102,9 +109,11 @@ class WrittenModel:
 
 def write_repository(onnx_path: str | Path, repository: str | Path, *, name: str, version: int = 1,
                      platform: Platform = "python", max_batch_size: int = 64, dynamic_batching: bool = True,
-                     instance_kind: InstanceKind = "CPU", instance_count: int = 1) -> WrittenModel:
-    """Write (or overwrite) one model of the repository; returns where the served file lives and its digest."""
-    signature = onnx_signature(onnx_path)
+                     instance_kind: InstanceKind = "CPU", instance_count: int = 1,
+                     signature: Signature | None = None) -> WrittenModel:
+    """Write (or overwrite) one model of the repository; returns where the served file lives and its digest.
+    `signature`: the model's, when the caller has already loaded it (saves parsing and checking it again)."""
+    signature = signature or onnx_signature(onnx_path)
     model_dir = Path(repository) / name
     version_dir = model_dir / str(version)
     if version_dir.exists():

@@ -1,0 +1,77 @@
+"""The one entry the CLI and the KFP component call: probe a given Triton URL, or — when none is given (local
+runs, CI, a pod with tritonserver inside) — write the repository, start a local tritonserver, and probe that."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import get_args
+
+import numpy as np
+
+from skewgate.common.compare import Tolerance
+from skewgate.common.errors import InputError
+from skewgate.common.io import load_npz, sha256_file
+from skewgate.common.triton.client import Protocol, TritonClient
+from skewgate.common.verdict import Subject, Verdict
+from skewgate.probe.core import GatedModel, Probing, load_gated, probe
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeOptions:
+    protocol: Protocol = "http"
+    version: str = ""  # the version that must be served; "" = the latest one the server reports
+    headers: Mapping[str, str] = field(default_factory=dict)
+    tls: bool = False
+    ca_certificate: str | None = None
+    deadline_s: float = 20.0  # per call, retries of a server that cannot be reached included
+    load_model: bool = True  # ask the server to load the model if it is not ready (explicit model control)
+    max_samples: int = 16
+    concurrency_levels: tuple[int, ...] = (1, 4)
+    requests_per_level: int = 40
+    max_p99_ms: float = 1000.0  # gates the first concurrency level's p99
+    tolerances: Mapping[str, Tolerance] = field(default_factory=dict)  # by output; default: by dtype
+
+    def __post_init__(self) -> None:
+        if self.protocol not in get_args(Protocol):  # a pipeline parameter arrives as any string
+            raise InputError("protocol", expected=f"one of {get_args(Protocol)}", found=repr(self.protocol))
+
+    def probing(self) -> Probing:
+        return Probing(version=self.version, load_model=self.load_model,
+                       concurrency_levels=self.concurrency_levels, requests_per_level=self.requests_per_level,
+                       max_p99_ms=self.max_p99_ms, tolerances=self.tolerances)
+
+
+def run_probe(*, url: str, model: str, onnx: str | Path, inputs: str | Path, repository: Path | None = None,
+              options: ProbeOptions | None = None) -> Verdict:
+    """Probe `model` on the server at `url` (host:port), or on a local tritonserver when `url` is empty.
+    `repository`: the model repository, when readable (for a local server, the one written here)."""
+    from skewgate.common.triton.repository import write_repository
+    from skewgate.common.triton.server import triton_server
+
+    options = options or ProbeOptions()
+    gated = load_gated(onnx)  # bad files fail before any server starts
+    arrays = load_npz(inputs, expected=gated.input_specs)
+    feeds = {t.name: arrays[t.name][: options.max_samples] for t in gated.signature.inputs}
+    subject = Subject(artifact=str(gated.path), sha256=gated.sha256, data={"inputs": sha256_file(inputs)})
+    if url:
+        return _probe_at(url, model, gated, feeds, subject, repository, options)
+    with tempfile.TemporaryDirectory(prefix="skewgate-triton-") as tmp:
+        repo = Path(tmp) / "repository"
+        write_repository(gated.path, repo, name=model, signature=gated.signature)
+        with triton_server(repo, models=(model,), log_path=Path(tmp) / "tritonserver.log") as server:
+            address = server.http_url if options.protocol == "http" else server.grpc_url
+            return _probe_at(address, model, gated, feeds, subject, repo, options)
+
+
+def _probe_at(url: str, model: str, gated: GatedModel, feeds: dict[str, np.ndarray], subject: Subject,
+              repository: Path | None, options: ProbeOptions) -> Verdict:
+    client = TritonClient(url, options.protocol, options.headers, options.tls, options.ca_certificate,
+                          options.deadline_s)
+    try:
+        return probe(client, url=url, protocol=options.protocol, model=model, gated=gated, feeds=feeds,
+                     subject=subject, repository=repository, probing=options.probing())
+    finally:
+        client.close()
