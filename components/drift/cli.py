@@ -12,7 +12,7 @@ from typing import get_args
 from skewgate.common.cli_support import EXIT_ERROR, add_common_args, configure_logging, run_step
 from skewgate.common.errors import SkewgateError
 from skewgate.common.verdict import Verdict
-from skewgate.drift.ks import Correction
+from skewgate.drift.stats.ks import Correction
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     def evaluate(run: object) -> Verdict:
         from skewgate.common.mlflow_log import StepRun
         from skewgate.drift.core import DriftOptions, drift_gate
-        from skewgate.drift.pipeline_support import publish, push
+        from skewgate.drift.run import publish, push
 
         options = DriftOptions(alpha_ks=args.alpha_ks, alpha_mmd=args.alpha_mmd, correction=args.correction,
                                min_effect=args.min_effect, permutations=args.permutations, seed=args.seed,
@@ -98,7 +98,7 @@ def _profile(argv: list[str]) -> int:
     args = build_profile_parser().parse_args(argv)
     configure_logging()
     from skewgate.drift.core import DriftOptions, make_profile
-    from skewgate.drift.profile import save_profile
+    from skewgate.drift.stats.profile import save_profile
 
     try:
         profile = make_profile(args.reference, options=DriftOptions(seed=args.seed, sketch=args.sketch,

@@ -26,7 +26,7 @@ def drift_op(
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
     from skewgate.drift.core import DriftOptions
-    from skewgate.drift.pipeline_support import run_drift
+    from skewgate.drift.run import run_drift
 
     result = evaluate_and_record(
         "drift",
@@ -57,7 +57,7 @@ def nightly_drift_op(
     pushes the figures to `pushgateway_url` when set."""
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
-    from skewgate.drift.pipeline_support import run_nightly
+    from skewgate.drift.run import run_nightly
 
     result = evaluate_and_record(
         "nightly-drift",
@@ -84,8 +84,8 @@ def nightly_drift_plan_op(
     from pathlib import Path
 
     from skewgate.common.mlflow_log import StepRun, connect
-    from skewgate.drift.pipeline_support import fetch_profile
-    from skewgate.drift.source import open_source
+    from skewgate.drift.run import fetch_profile
+    from skewgate.drift.stats.source import open_source
 
     tracking = connect(tracking_uri, experiment=model_name)
     with tempfile.TemporaryDirectory() as tmp:  # a read: no step run is created for it
@@ -105,7 +105,7 @@ def drift_partial_op(
     partial: dsl.Output[dsl.Artifact],
 ) -> None:
     """Mergeable drift statistics of one shard of the snapshot's files against the profile."""
-    from skewgate.drift.pipeline_support import partial_statistics
+    from skewgate.drift.run import partial_statistics
 
     partial_statistics(profile.path, serving_snapshot.path, shard=shard, shards=shards, rows=rows, out=partial.path)
 
@@ -131,7 +131,7 @@ def nightly_drift_merge_op(
     """The nightly verdict from the shards' statistics; tags the `alias` version and pushes, as the single task."""
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
-    from skewgate.drift.pipeline_support import run_nightly
+    from skewgate.drift.run import run_nightly
 
     result = evaluate_and_record(
         "nightly-drift",

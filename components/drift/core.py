@@ -20,8 +20,8 @@ import numpy as np
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.verdict import Check, Subject, Verdict
-from skewgate.drift import ks
-from skewgate.drift.mmd import (
+from skewgate.drift.stats import ks
+from skewgate.drift.stats.mmd import (
     BANDWIDTH_FACTORS,
     RandomFeatures,
     gaussian_null_pvalue,
@@ -29,16 +29,16 @@ from skewgate.drift.mmd import (
     mmd_exact,
     mmd_rff,
 )
-from skewgate.drift.profile import (
+from skewgate.drift.stats.profile import (
     ReferenceProfile,
     decile_edges,
     is_profile,
     load_profile,
     standardise,
 )
-from skewgate.drift.sketch import DEFAULT_CAPACITY, ks_between
-from skewgate.drift.source import BATCH_ROWS, Batch, Source, open_source
-from skewgate.drift.stream import Accumulator, MmdPlan, SideStats
+from skewgate.drift.stats.sketch import DEFAULT_CAPACITY, ks_between
+from skewgate.drift.stats.source import BATCH_ROWS, Batch, Source, open_source
+from skewgate.drift.stats.stream import Accumulator, MmdPlan, SideStats
 
 log = logging.getLogger(__name__)
 STEP = "drift"

@@ -4,7 +4,7 @@ import pytest
 
 from skewgate.common.errors import InputError
 from skewgate.drift.core import DriftOptions, drift_gate, make_profile
-from skewgate.drift.profile import load_profile, save_profile
+from skewgate.drift.stats.profile import load_profile, save_profile
 from tests.drift.conftest import make_frame
 
 N = 2000

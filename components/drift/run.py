@@ -19,10 +19,10 @@ from skewgate.common.io import sha256_file
 from skewgate.common.mlflow_log import MlflowRegistry, StepRun
 from skewgate.common.verdict import Verdict
 from skewgate.drift.core import DriftOptions, DriftResult, decide, drift_gate, summarise_current
-from skewgate.drift.profile import load_profile, save_profile
-from skewgate.drift.report import heatmap_png, report_html
-from skewgate.drift.source import open_source
-from skewgate.drift.stream import empty_side, load_partial, merge, save_partial
+from skewgate.drift.stats.profile import load_profile, save_profile
+from skewgate.drift.outputs.report import heatmap_png, report_html
+from skewgate.drift.stats.source import open_source
+from skewgate.drift.stats.stream import empty_side, load_partial, merge, save_partial
 
 log = logging.getLogger(__name__)
 PROFILE_URI_TAG = "skewgate.drift.profile_uri"
@@ -137,7 +137,7 @@ def push(result: DriftResult, *, gateway: str, model: str) -> str:
     """Push to the gateway; an unreachable gateway is logged and recorded, not a reason to lose the verdict
     (the run still fails on drift, and the alert on a stale `last_run` timestamp fires)."""
     from skewgate.common.errors import BackendError
-    from skewgate.drift.alerting import push_drift_metrics
+    from skewgate.drift.outputs.alerting import push_drift_metrics
 
     try:
         push_drift_metrics(result.verdict, result.features, gateway=gateway, model=model)
