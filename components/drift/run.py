@@ -1,62 +1,165 @@
-"""What the drift components do around the core: write the pictures and the profile, log them to the step's
-MLflow run, and (nightly) fetch the champion's profile from the registry and tag the champion with the result.
+"""The entry the CLI and the KFP components call: the gate published (`run_drift`: pictures, the reference profile
+promote records with the model version, an optional push to Prometheus) and the nightly check of a serving-log
+snapshot against the champion's profile (`run_nightly`; fanned out: `plan_nightly`, `partial_statistics` per
+shard, then `run_nightly` with the partials).
 
-Kept out of `component.py` so that the component bodies stay short and this stays testable without KFP.
+The registry is handed in (`NightlyRegistry`, a `ChampionReader` that can also tag): MLflow's is built at the
+edge (component.py), the unit tests use a fake. The statistics' defaults live in `DriftOptions` (core.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from skewgate.common import publishing as shared
-from skewgate.common.errors import InputError
+from skewgate.common.errors import BackendError, InputError
 from skewgate.common.io import sha256_file
-from skewgate.common.mlflow_log import MlflowRegistry, StepRun
-from skewgate.common.verdict import Verdict
-from skewgate.drift.core import DriftOptions, DriftResult, decide, drift_gate, summarise_current
-from skewgate.drift.stats.profile import load_profile, save_profile
+from skewgate.common.registry import ChampionReader
+from skewgate.common.verdict import Verdict, asdict_shallow
+from skewgate.drift.core import (
+    DriftDetails,
+    DriftOptions,
+    DriftResult,
+    decide,
+    drift_gate,
+    make_profile,
+    summarise_current,
+)
 from skewgate.drift.outputs.report import heatmap_png, report_html
+from skewgate.drift.stats.profile import ReferenceProfile, load_profile, save_profile
 from skewgate.drift.stats.source import open_source
 from skewgate.drift.stats.stream import empty_side, load_partial, merge, save_partial
+
+if TYPE_CHECKING:
+    from skewgate.common.mlflow_log import StepRun
 
 log = logging.getLogger(__name__)
 PROFILE_URI_TAG = "skewgate.drift.profile_uri"
 PROFILE_SHA_TAG = "skewgate.drift.profile_sha256"
+NIGHTLY_STATUS_TAG = "skewgate.drift.nightly.status"
+NIGHTLY_DATE_TAG = "skewgate.drift.nightly.date"
+NIGHTLY_RUN_TAG = "skewgate.drift.nightly.run_id"
+DEFAULT_ALIAS = "champion"
+DEFAULTS = DriftOptions()  # the statistics' defaults (core.py holds them)
 
 
-def publish(result: DriftResult, run: StepRun | None, *, heatmap: str | Path | None, html: str | Path | None,
-            heatmap_name: str = "coverage_heatmap.png", html_name: str = "drift_report.html") -> None:
-    """Write the heatmap and HTML report where asked; with tracking, log them (under the given names) and the
-    per-feature table to the step run. Shared by the CLI and the components."""
-    shared.publish(run, tables={"features.json": result.features}, outputs=[
-        (heatmap, heatmap_name, lambda path: heatmap_png(result, path)),
-        (html, html_name, shared.write_text(lambda: report_html(result)))])
+class NightlyRegistry(ChampionReader, Protocol):
+    """What the nightly run needs of the registry: read the champion, and tag it with the night's result."""
+
+    def set_tags(self, name: str, version: str, tags: Mapping[str, str]) -> None: ...
 
 
-def run_drift(run: StepRun | None, *, reference: str, current: str, model: str, options: DriftOptions,
-              heatmap: str, html: str, profile_out: str) -> Verdict:
-    """Release-gate drift; the reference profile goes to `profile_out` and, with tracking, to the step run,
-    whose URI the verdict asks promote to tag on the model version (`registry_tags`)."""
-    result = drift_gate(reference=reference, current=current, options=options, model=Path(model))
-    publish(result, run, heatmap=heatmap, html=html)
+@dataclass(frozen=True, kw_only=True)
+class Pictures:
+    """Where the coverage heatmap and the HTML report are written (nowhere when None) and the names they are
+    logged under in the step run (KFP output paths have no suffix; an empty name: the file's own)."""
+
+    heatmap: str | Path | None = None
+    html: str | Path | None = None
+    heatmap_name: str = "coverage_heatmap.png"
+    html_name: str = "drift_report.html"
+
+    @classmethod
+    def named_as_files(cls, *, heatmap: str | Path | None, html: str | Path | None) -> Pictures:
+        """Logged under the files' own names (the CLI's user chose them)."""
+        return cls(heatmap=heatmap, html=html, heatmap_name="", html_name="")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pushgateway:
+    """Where the figures go for Prometheus (an empty `url`: nowhere) and the `model` label of the series."""
+
+    url: str = ""
+    model: str = "skewgate"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PushedDetails(DriftDetails):
+    pushgateway: str  # "pushed to URL", or "not pushed: why"
+
+
+@dataclass(frozen=True, kw_only=True)
+class NightlyDetails(DriftDetails):
+    model_version: str  # the `alias` version judged and tagged
+    run_date: str
+    shards: int  # 1 for the single task
+
+
+@dataclass(frozen=True, kw_only=True)
+class PushedNightlyDetails(NightlyDetails):
+    pushgateway: str
+
+
+@dataclass(frozen=True)
+class Champion:
+    """The `alias` version of a registered model and its tags (which hold the drift profile's URI and digest)."""
+
+    model_name: str
+    version: str
+    tags: Mapping[str, str]
+
+
+def publish(result: DriftResult, run: StepRun | None, *, pictures: Pictures) -> None:
+    """Write the heatmap and HTML report where asked; with tracking, log them and the per-feature table to the
+    step run."""
+    shared.publish(run, tables={"features.json": [dict(row) for row in result.features]}, outputs=[
+        (pictures.heatmap, pictures.heatmap_name, lambda path: heatmap_png(result, path)),
+        (pictures.html, pictures.html_name, shared.write_text(lambda: report_html(result)))])
+
+
+def run_drift(run: StepRun | None, *, reference: str | Path, current: str | Path,
+              options: DriftOptions = DEFAULTS, model: str | Path | None = None,
+              embed_onnx: Path | None = None, embed_output: str | None = None, pictures: Pictures = Pictures(),
+              profile_out: str | Path | None = None, pushgateway: Pushgateway = Pushgateway()) -> Verdict:
+    """The gate, published. With `profile_out`, the reference profile is written there and, with tracking,
+    logged to the step run, whose URI and digest the verdict asks promote to tag on the model version
+    (`registry_tags`); with `pushgateway.url`, the figures are pushed for Prometheus."""
+    result = drift_gate(reference=reference, current=current, options=options, embed_onnx=embed_onnx,
+                        embed_output=embed_output, model=Path(model) if model else None)
+    publish(result, run, pictures=pictures)
+    verdict = result.verdict
+    if pushgateway.url:
+        pushed = push(result, gateway=pushgateway.url, model=pushgateway.model)
+        verdict = dataclasses.replace(verdict, details=PushedDetails(**asdict_shallow(result.details),
+                                                                     pushgateway=pushed))
+    if profile_out is None:
+        return verdict
     save_profile(result.profile.sketched(options.sketch), profile_out)
     if run is None:
-        return result.verdict
+        return verdict
     uri = run.log_artifact_as(profile_out, "reference.profile", "profile") + "/reference.profile"
     tags = {PROFILE_URI_TAG: uri, PROFILE_SHA_TAG: sha256_file(profile_out)}
-    return dataclasses.replace(result.verdict, registry_tags=tags)
+    return dataclasses.replace(verdict, registry_tags=tags)
 
 
-def _champion(run: StepRun | None, model_name: str, alias: str) -> tuple[MlflowRegistry, str, dict[str, str]]:
+def write_profile(reference: str | Path, out: str | Path, *, options: DriftOptions = DEFAULTS,
+                  embed_onnx: Path | None = None, embed_output: str | None = None) -> ReferenceProfile:
+    """`skewgate drift profile`: the reference profile of `reference`, sketched to `options.sketch` values per
+    feature, saved to `out`."""
+    profile = make_profile(reference, options=options, embed_onnx=embed_onnx, embed_output=embed_output,
+                           exact=False)
+    save_profile(profile, out)
+    return profile
+
+
+def require_tracking(run: StepRun | None) -> StepRun:
+    """The step run, or an `InputError`: the nightly run reads its profile from the registry."""
     if run is None:
         raise InputError("tracking_uri", expected="an MLflow tracking URI (the profile lives in the registry)",
                          found="none")
-    registry = MlflowRegistry(run)
+    return run
+
+
+def champion(registry: ChampionReader, *, model_name: str, alias: str) -> Champion:
+    """The `alias` version, which must carry a drift profile (recorded at promotion)."""
     version = registry.get_alias(model_name, alias)
     if version is None:
         raise InputError(model_name, field=f"@{alias}", expected="a model version with this alias", found="none")
@@ -64,52 +167,69 @@ def _champion(run: StepRun | None, model_name: str, alias: str) -> tuple[MlflowR
     if PROFILE_URI_TAG not in tags:
         raise InputError(f"{model_name} v{version}", field=PROFILE_URI_TAG,
                          expected="a drift profile recorded at promotion", found="no such tag")
-    return registry, version, tags
+    return Champion(model_name=model_name, version=version, tags=tags)
 
 
-def fetch_profile(run: StepRun | None, *, model_name: str, alias: str, directory: Path) -> tuple[str, Path]:
+def _check_profile(path: str | Path, found: Champion) -> None:
+    """The profile file must be the one whose SHA-256 is tagged on the version."""
+    expected, actual = found.tags.get(PROFILE_SHA_TAG), sha256_file(path)
+    if actual != expected:
+        raise InputError(path, field=PROFILE_SHA_TAG, expected=expected or "(none)", found=actual)
+
+
+def _download_profile(registry: ChampionReader, found: Champion, directory: Path) -> Path:
+    path = registry.download(found.tags[PROFILE_URI_TAG], directory)
+    _check_profile(path, found)
+    return path
+
+
+def fetch_profile(registry: ChampionReader, *, model_name: str, alias: str, directory: Path) -> tuple[str, Path]:
     """(version, path): the `alias` version's drift profile, checked against the SHA-256 tagged with it."""
-    registry, version, tags = _champion(run, model_name, alias)
-    profile = registry.download(tags[PROFILE_URI_TAG], directory)
-    if sha256_file(profile) != tags.get(PROFILE_SHA_TAG):
-        raise InputError(profile, field=PROFILE_SHA_TAG, expected=tags.get(PROFILE_SHA_TAG, "(none)"),
-                         found=sha256_file(profile))
-    return version, profile
+    found = champion(registry, model_name=model_name, alias=alias)
+    return found.version, _download_profile(registry, found, directory)
 
 
-def run_nightly(run: StepRun | None, *, model_name: str, alias: str, current: str, run_date: str, heatmap: str,
-                html: str, pushgateway: str = "", partials: Sequence[str] = (), profile: str = "") -> Verdict:
-    """Drift of `current` against the `alias` version's profile; tags that version with the status and date;
-    with a `pushgateway` URL, pushes the figures there for Prometheus (`alerting.py`). Fanned out: the
-    `partials` of the shards (`partial_statistics`) against the `profile` they were computed with, merged."""
-    registry, version, tags = _champion(run, model_name, alias)
-    assert run is not None
+def run_nightly(run: StepRun | None, registry: NightlyRegistry, *, model_name: str, current: str,
+                alias: str = DEFAULT_ALIAS, run_date: str = "", pictures: Pictures = Pictures(),
+                pushgateway: str = "", partials: Sequence[str] = (), profile: str = "") -> Verdict:
+    """Drift of `current` against the `alias` version's profile; tags that version with the status, the date
+    and (with tracking) the step run; with a `pushgateway` URL, pushes the figures for Prometheus (labelled
+    with `model_name`). Fanned out: the `partials` of the shards (`partial_statistics`) against the `profile`
+    they were computed with (`plan_nightly`), merged."""
+    found = champion(registry, model_name=model_name, alias=alias)
     with tempfile.TemporaryDirectory() as tmp:
         if partials:
-            if sha256_file(profile) != tags.get(PROFILE_SHA_TAG):  # the champion changed since the plan step
-                raise InputError(profile, field=PROFILE_SHA_TAG, expected=tags.get(PROFILE_SHA_TAG, "(none)"),
-                                 found=sha256_file(profile))
+            _check_profile(profile, found)  # the champion may have changed since the plan step
             result = merge_partials(profile, partials, current=current)
         else:
-            _, path = fetch_profile(run, model_name=model_name, alias=alias, directory=Path(tmp))
-            result = drift_gate(reference=path, current=current)
+            result = drift_gate(reference=_download_profile(registry, found, Path(tmp)), current=current)
     # KFP resolves the schedule-time placeholder only for scheduled runs; otherwise the literal arrives.
     date = run_date if run_date and not run_date.startswith("{{") else datetime.now(UTC).isoformat(timespec="seconds")
-    publish(result, run, heatmap=heatmap, html=html)
-    registry.set_tags(model_name, version, {"skewgate.drift.nightly.status": result.verdict.status,
-                                            "skewgate.drift.nightly.date": date,
-                                            "skewgate.drift.nightly.run_id": run.run_id})
-    details = {**result.verdict.details, "model_version": version, "run_date": date,
-               "shards": len(partials) or 1}
+    publish(result, run, pictures=pictures)
+    tags = {NIGHTLY_STATUS_TAG: result.verdict.status, NIGHTLY_DATE_TAG: date}
+    if run is not None:
+        tags[NIGHTLY_RUN_TAG] = run.run_id
+    registry.set_tags(model_name, found.version, tags)
+    base = asdict_shallow(result.details)
+    details: NightlyDetails
     if pushgateway:
-        details["pushgateway"] = push(result, gateway=pushgateway, model=model_name)
+        details = PushedNightlyDetails(**base, model_version=found.version, run_date=date,
+                                       shards=len(partials) or 1,
+                                       pushgateway=push(result, gateway=pushgateway, model=model_name))
+    else:
+        details = NightlyDetails(**base, model_version=found.version, run_date=date, shards=len(partials) or 1)
     return dataclasses.replace(result.verdict, details=details)
 
 
-def plan_shards(snapshot: str, *, shards: int) -> tuple[list[int], int]:
-    """(shard indices, rows): files are dealt round-robin to at most `shards` shards, none empty."""
-    source = open_source(snapshot)
-    return list(range(max(1, min(shards, len(source.files))))), source.count_rows()
+def plan_nightly(registry: ChampionReader, *, model_name: str, alias: str, snapshot: str,
+                 profile_out: str | Path) -> int:
+    """The fan-out's first task: copy the `alias` version's profile to `profile_out`, once for every shard, and
+    return the snapshot's rows (from the Parquet footers), which set the share of rows MMD uses as one pass
+    would."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _, path = fetch_profile(registry, model_name=model_name, alias=alias, directory=Path(tmp))
+        shutil.copyfile(path, profile_out)
+    return open_source(snapshot).count_rows()
 
 
 def partial_statistics(profile: str, snapshot: str, *, shard: int, shards: int, rows: int, out: str) -> Path:
@@ -122,9 +242,8 @@ def partial_statistics(profile: str, snapshot: str, *, shard: int, shards: int, 
 
 
 def merge_partials(profile: str, partials: Sequence[str], *, current: str,
-                   options: DriftOptions | None = None) -> DriftResult:
+                   options: DriftOptions = DEFAULTS) -> DriftResult:
     """The verdict from the shards' statistics: what one pass over the whole snapshot decides."""
-    options = options or DriftOptions()
     loaded = [load_partial(p) for p in partials]
     merged = loaded[0]
     for part in loaded[1:]:
@@ -136,7 +255,6 @@ def merge_partials(profile: str, partials: Sequence[str], *, current: str,
 def push(result: DriftResult, *, gateway: str, model: str) -> str:
     """Push to the gateway; an unreachable gateway is logged and recorded, not a reason to lose the verdict
     (the run still fails on drift, and the alert on a stale `last_run` timestamp fires)."""
-    from skewgate.common.errors import BackendError
     from skewgate.drift.outputs.alerting import push_drift_metrics
 
     try:

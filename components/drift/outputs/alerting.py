@@ -15,7 +15,7 @@ The chart's alert rules and Grafana dashboard (`charts/skewgate/files/`) read th
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from skewgate.common.errors import BackendError
@@ -26,7 +26,7 @@ JOB = "skewgate_nightly_drift"
 MAX_FEATURES = 100  # bounds the series per model; the full table is in MLflow
 
 
-def push_drift_metrics(verdict: Verdict, features: Sequence[dict[str, Any]], *, gateway: str, model: str,
+def push_drift_metrics(verdict: Verdict, features: Sequence[Mapping[str, Any]], *, gateway: str, model: str,
                        job: str = JOB, timeout: float = 10.0) -> None:
     """Replace this model's group on the gateway with the verdict's figures. Raises `BackendError` when the
     gateway cannot be reached (the verdict itself stands: the caller decides what an unpushed verdict means)."""
