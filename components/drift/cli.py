@@ -44,6 +44,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     from skewgate.drift.run import Pushgateway
 
     parser = parser or argparse.ArgumentParser(prog="skewgate drift")
+    parser.usage = ("%(prog)s --reference REF --current CUR [options]\n"
+                    "       %(prog)s profile --reference REF --out PROFILE [options]")
     parser.description = ("KS per feature (chi-square for categories) with multiple-testing correction, plus MMD² "
                           "with an RBF kernel. Neither drifts: pass; one: warn (exit 0); both: fail (exit 1).")
     # Required unless a subcommand is given: checked in `main` (argparse cannot say "required without one").
@@ -65,7 +67,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     _add_options(parser)
     add_common_args(parser)
     commands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
-    profile = commands.add_parser("profile", help="build a reusable reference profile from the training data",
+    profile = commands.add_parser("profile", prog=f"{parser.prog} profile",
+                                  help="build a reusable reference profile from the training data",
                                   description="Build a reusable reference profile from the training data.")
     profile.add_argument("--reference", required=True, type=Path)
     profile.add_argument("--out", required=True, type=Path)
