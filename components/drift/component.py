@@ -1,4 +1,5 @@
-"""KFP components for the drift gate (release gate) and the nightly drift check against the champion."""
+"""KFP components for the drift gate (release gate) and the nightly drift check against the champion. Each body
+maps artifacts to paths and calls run.py; the MLflow registry is built here, at the edge (`MlflowRegistry`)."""
 
 from kfp import dsl
 
