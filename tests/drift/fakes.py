@@ -20,6 +20,7 @@ class FakeRegistry:
         self.aliases: dict[str, str] = {}
         self.artifacts: dict[str, Path] = {}
         self.downloads = 0
+        self.reads = 0  # alias and tag lookups: round trips to a remote registry
 
     def add_champion(self, profile: Path, *, version: str = "3", alias: str = "champion",
                      sha256: str | None = None) -> str:
@@ -31,9 +32,11 @@ class FakeRegistry:
         return version
 
     def get_alias(self, name: str, alias: str) -> str | None:
+        self.reads += 1
         return self.aliases.get(alias)
 
     def get_tags(self, name: str, version: str) -> dict[str, str]:
+        self.reads += 1
         return dict(self.tags[version])
 
     def set_tags(self, name: str, version: str, tags: Mapping[str, str]) -> None:

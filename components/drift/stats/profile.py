@@ -24,7 +24,6 @@ from skewgate.drift.stats.stream import sketch_arrays, sketches_from
 
 PROFILE_SCHEMA = "skewgate.drift-profile"
 PROFILE_VERSION = 2
-DEFAULT_SKETCH = 4096
 
 
 @dataclass
