@@ -8,6 +8,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 
+class ChampionReader(Protocol):
+    """Read-only: the version an alias points at, its tags, and an artifact by the URI a tag records. Nightly
+    drift reads the champion's reference profile through it (`mlflow_log.MlflowRegistry` in production)."""
+
+    def get_alias(self, name: str, alias: str) -> str | None: ...
+    def get_tags(self, name: str, version: str) -> dict[str, str]: ...
+    def download(self, artifact_uri: str, directory: Path) -> Path: ...
+
+
 class Registry(Protocol):
     """What promote needs of a model registry (MLflow's in production, an in-memory fake in unit tests)."""
 

@@ -1,4 +1,5 @@
-"""KFP components for the drift gate (release gate) and the nightly drift check against the champion."""
+"""KFP components for the drift gate (release gate) and the nightly drift check against the champion. Each body
+maps artifacts to paths and calls run.py; the MLflow registry is built here, at the edge (`MlflowRegistry`)."""
 
 from kfp import dsl
 
@@ -25,13 +26,13 @@ def drift_op(
     """Drift of `current_data` against `reference_data`; also writes the reference profile for the registry."""
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
-    from skewgate.drift.core import DriftOptions
-    from skewgate.drift.pipeline_support import run_drift
+    from skewgate.drift.run import DriftOptions, Pictures, run_drift
 
     result = evaluate_and_record(
         "drift",
         lambda run: run_drift(run, reference=reference_data.path, current=current_data.path, model=onnx_model.path,
-                              options=DriftOptions(seed=seed), heatmap=heatmap.path, html=html_report.path,
+                              options=DriftOptions(seed=seed), pictures=Pictures(heatmap=heatmap.path,
+                                                                                 html=html_report.path),
                               profile_out=profile.path),
         TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id),
     )
@@ -56,13 +57,15 @@ def nightly_drift_op(
     """Drift of a serving-log snapshot against the profile stored with the `alias` version; tags that version;
     pushes the figures to `pushgateway_url` when set."""
     from skewgate.common.kfp_io import finish
+    from skewgate.common.mlflow_log import MlflowRegistry
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
-    from skewgate.drift.pipeline_support import run_nightly
+    from skewgate.drift.run import Pictures, require_tracking, run_nightly
 
     result = evaluate_and_record(
         "nightly-drift",
-        lambda run: run_nightly(run, model_name=model_name, alias=alias, current=serving_snapshot.path,
-                                run_date=run_date, heatmap=heatmap.path, html=html_report.path,
+        lambda run: run_nightly(run, MlflowRegistry(require_tracking(run)), model_name=model_name, alias=alias,
+                                current=serving_snapshot.path, run_date=run_date,
+                                pictures=Pictures(heatmap=heatmap.path, html=html_report.path),
                                 pushgateway=pushgateway_url),
         TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id),
     )
@@ -79,20 +82,13 @@ def nightly_drift_plan_op(
 ) -> int:
     """Fetch the `alias` version's drift profile once for every shard; return the snapshot's rows (from the
     Parquet footers), which set the share of rows MMD uses as one pass would."""
-    import shutil
-    import tempfile
-    from pathlib import Path
+    from skewgate.common.mlflow_log import MlflowRegistry, StepRun, connect
+    from skewgate.drift.run import plan_nightly
 
-    from skewgate.common.mlflow_log import StepRun, connect
-    from skewgate.drift.pipeline_support import fetch_profile
-    from skewgate.drift.source import open_source
-
-    tracking = connect(tracking_uri, experiment=model_name)
-    with tempfile.TemporaryDirectory() as tmp:  # a read: no step run is created for it
-        _, path = fetch_profile(StepRun(tracking, "", "nightly-drift-plan"), model_name=model_name, alias=alias,
-                                directory=Path(tmp))
-        shutil.copyfile(path, profile.path)
-    return open_source(serving_snapshot.path).count_rows()
+    # a read: no step run is created for it
+    registry = MlflowRegistry(StepRun(connect(tracking_uri, experiment=model_name), "", "nightly-drift-plan"))
+    return plan_nightly(registry, model_name=model_name, alias=alias, snapshot=serving_snapshot.path,
+                        profile_out=profile.path)
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
@@ -105,10 +101,9 @@ def drift_partial_op(
     partial: dsl.Output[dsl.Artifact],
 ) -> None:
     """Mergeable drift statistics of one shard of the snapshot's files against the profile."""
-    from skewgate.drift.pipeline_support import partial_statistics
+    from skewgate.drift.run import partial_statistics
 
     partial_statistics(profile.path, serving_snapshot.path, shard=shard, shards=shards, rows=rows, out=partial.path)
-
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
@@ -130,13 +125,15 @@ def nightly_drift_merge_op(
 ) -> str:
     """The nightly verdict from the shards' statistics; tags the `alias` version and pushes, as the single task."""
     from skewgate.common.kfp_io import finish
+    from skewgate.common.mlflow_log import MlflowRegistry
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
-    from skewgate.drift.pipeline_support import run_nightly
+    from skewgate.drift.run import Pictures, require_tracking, run_nightly
 
     result = evaluate_and_record(
         "nightly-drift",
-        lambda run: run_nightly(run, model_name=model_name, alias=alias, current=serving_snapshot.path,
-                                run_date=run_date, heatmap=heatmap.path, html=html_report.path,
+        lambda run: run_nightly(run, MlflowRegistry(require_tracking(run)), model_name=model_name, alias=alias,
+                                current=serving_snapshot.path, run_date=run_date,
+                                pictures=Pictures(heatmap=heatmap.path, html=html_report.path),
                                 pushgateway=pushgateway_url, partials=[p.path for p in partials],
                                 profile=profile.path),
         TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id),

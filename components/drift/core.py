@@ -13,15 +13,15 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 import numpy as np
 
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.verdict import Check, Subject, Verdict
-from skewgate.drift import ks
-from skewgate.drift.mmd import (
+from skewgate.drift.stats import ks
+from skewgate.drift.stats.mmd import (
     BANDWIDTH_FACTORS,
     RandomFeatures,
     gaussian_null_pvalue,
@@ -29,25 +29,26 @@ from skewgate.drift.mmd import (
     mmd_exact,
     mmd_rff,
 )
-from skewgate.drift.profile import (
+from skewgate.drift.stats.profile import (
     ReferenceProfile,
     decile_edges,
     is_profile,
     load_profile,
     standardise,
 )
-from skewgate.drift.sketch import DEFAULT_CAPACITY, ks_between
-from skewgate.drift.source import BATCH_ROWS, Batch, Source, open_source
-from skewgate.drift.stream import Accumulator, MmdPlan, SideStats
+from skewgate.drift.stats.sketch import DEFAULT_CAPACITY, ks_between
+from skewgate.drift.stats.source import BATCH_ROWS, Batch, Source, open_source
+from skewgate.drift.stats.stream import Accumulator, MmdPlan, SideStats
 
 log = logging.getLogger(__name__)
 STEP = "drift"
 OTHER = "(other)"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DriftOptions:
-    """Thresholds and knobs; the defaults are the documented ones."""
+    """Thresholds and knobs: the single source of their defaults (the CLI's flags and `run.py` take them from
+    here); the defaults are the documented ones."""
 
     alpha_ks: float = 0.05
     alpha_mmd: float = 0.05
@@ -70,10 +71,58 @@ class DriftOptions:
     seed: int = 0
 
 
+class FeatureTest(TypedDict):
+    """One row of the per-feature table: the verdict's `features`, MLflow's `features.json`, the Pushgateway's
+    per-feature series."""
+
+    feature: str
+    kind: Literal["numeric", "categorical"]
+    test: Literal["ks", "chi2"]
+    statistic: float | None  # None: not testable (a feature without values on one side)
+    pvalue: float
+    effect: float  # KS D or Cramér's V
+    ks_error: NotRequired[float]  # numeric: the largest error of D from the sketches
+    new_categories: NotRequired[list[str]]  # categorical: current categories the reference never saw (20 at most)
+    adjusted_pvalue: NotRequired[float | None]  # after the multiple-testing correction
+    drifted: NotRequired[bool]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SideRows:
+    reference: int
+    current: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class MmdDetails:
+    value: float  # MMD²
+    pvalue: float
+    method: str  # how the value and its p-value were computed, in words
+    space: str  # "features" or "embedding:<output>"
+    bandwidths: tuple[float, ...]
+    rows: SideRows  # rows behind the statistic (a seeded share beyond the MMD row budget)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DriftDetails:
+    """The verdict's `details`, serialised field by field (`run.py` extends it for the nightly run and for a
+    push to the Pushgateway)."""
+
+    seed: int
+    options: DriftOptions
+    reference_from_profile: bool
+    ks_error_bound: float  # largest error of any KS statistic from its sketches (0 when every value was kept)
+    rows: SideRows
+    mmd: MmdDetails
+    constant_features: tuple[str, ...]  # numeric features with one value in the reference
+    features: tuple[FeatureTest, ...]  # drifted first, then by effect; the first 200 (the rest are in MLflow)
+
+
 @dataclass(frozen=True)
 class DriftResult:
     verdict: Verdict
-    features: list[dict[str, Any]]  # the per-feature table
+    details: DriftDetails  # the verdict's details, typed
+    features: list[FeatureTest]  # the whole per-feature table
     coverage: np.ndarray  # numeric features × 13 bins (below, 10 deciles, above, NaN)
     profile: ReferenceProfile
 
@@ -273,22 +322,22 @@ def decide(profile: ReferenceProfile, cur: SideStats, *, options: DriftOptions, 
         sha256=sha256_file(subject_path) if subject_path else str(cur.extra.get("sha256", "")),
         data={"reference": profile.sha256, "current": str(cur.extra.get("sha256", ""))},
     )
-    details = {
-        "seed": options.seed, "options": {k: getattr(options, k) for k in DriftOptions.__dataclass_fields__},
-        "reference_from_profile": from_profile, "ks_error_bound": ks_error,
-        "rows": {"reference": profile.rows, "current": cur.rows},
-        "mmd": {"value": mmd_value, "pvalue": mmd_p, "method": mmd_method, "space": profile.mmd_space,
-                "bandwidths": list(profile.features.bandwidths),
-                "rows": {"reference": profile.mmd_rows, "current": cur.mmd_rows}},
-        "constant_features": [n for n, e in zip(profile.numeric_names, profile.edges, strict=True) if e[0] == e[-1]],
-        "features": table[:200],
-    }
+    details = DriftDetails(
+        seed=options.seed, options=options, reference_from_profile=from_profile, ks_error_bound=ks_error,
+        rows=SideRows(reference=profile.rows, current=cur.rows),
+        mmd=MmdDetails(value=mmd_value, pvalue=mmd_p, method=mmd_method, space=profile.mmd_space,
+                       bandwidths=tuple(profile.features.bandwidths),
+                       rows=SideRows(reference=profile.mmd_rows, current=cur.mmd_rows)),
+        constant_features=tuple(n for n, e in zip(profile.numeric_names, profile.edges, strict=True) if e[0] == e[-1]),
+        features=tuple(table[:200]),
+    )
     verdict = Verdict.from_checks(STEP, checks, subject=subject, details=details)
-    return DriftResult(verdict=verdict, features=table, coverage=cur.coverage_shares(), profile=profile)
+    return DriftResult(verdict=verdict, details=details, features=table, coverage=cur.coverage_shares(),
+                       profile=profile)
 
 
-def _feature_tests(profile: ReferenceProfile, cur: SideStats) -> list[dict[str, Any]]:
-    rows = []
+def _feature_tests(profile: ReferenceProfile, cur: SideStats) -> list[FeatureTest]:
+    rows: list[FeatureTest] = []
     positions = profile.extra.get("layout", {}).get("positions", {})
     for name, ref_sketch, cur_sketch in zip(profile.numeric_names, profile.sketches, cur.sketches, strict=True):
         d, error = ks_between(ref_sketch, cur_sketch)

@@ -9,7 +9,7 @@ import yaml
 from skewgate.common.verdict import STATUSES
 from tests.charts.test_chart import NIGHTLY, kinds, render
 
-ALERTING = Path(__file__).resolve().parents[2] / "components" / "drift" / "alerting.py"
+ALERTING = Path(__file__).resolve().parents[2] / "components" / "drift" / "outputs" / "alerting.py"
 
 
 def _pushed_series() -> set[str]:

@@ -65,3 +65,22 @@ def test_feature_names_with_dollars_and_markup_are_text_in_the_pictures_and_the_
     assert (tmp_path / "h.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = (tmp_path / "r.html").read_text()
     assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def test_the_gate_needs_reference_and_current(write, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["drift", "--current", str(write("cur", make_frame(10, seed=2)))])
+    assert exit_.value.code == 2
+    assert "required: --reference" in capsys.readouterr().err
+
+
+def test_flag_defaults_are_the_documented_options():
+    from skewgate.drift.cli import build_parser
+    from skewgate.drift.core import DriftOptions
+
+    args = build_parser().parse_args(["--reference", "r", "--current", "c"])
+    defaults = DriftOptions()
+    assert (args.alpha_ks, args.alpha_mmd, args.correction, args.min_effect, args.permutations, args.seed) == (
+        defaults.alpha_ks, defaults.alpha_mmd, defaults.correction, defaults.min_effect, defaults.permutations,
+        defaults.seed)
+    assert build_parser().parse_args(["profile", "--reference", "r", "--out", "o"]).sketch == defaults.sketch

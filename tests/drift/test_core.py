@@ -4,7 +4,7 @@ import pytest
 
 from skewgate.common.errors import InputError
 from skewgate.drift.core import DriftOptions, drift_gate, make_profile
-from skewgate.drift.profile import load_profile, save_profile
+from skewgate.drift.stats.profile import load_profile, save_profile
 from tests.drift.conftest import make_frame
 
 N = 2000
@@ -38,6 +38,22 @@ def test_per_feature_table_names_the_drifted_feature_first(write):
     assert top["feature"] == "f2" and top["drifted"]
     assert {"statistic", "pvalue", "adjusted_pvalue", "effect"} <= set(top)
     assert not any(row["drifted"] for row in result.features[1:])
+
+
+def test_verdict_details_keep_the_keys_their_readers_use(write, tmp_path):
+    """MLflow's nightly history and the Pushgateway read `mmd`, `features` and `ks_error_bound` from the JSON;
+    the typed details serialise to exactly the documented keys."""
+    from skewgate.common.verdict import Verdict
+
+    result = drift_gate(reference=write("ref", make_frame(500, seed=1)),
+                        current=write("cur", make_frame(500, seed=2)), options=DriftOptions(seed=4))
+    details = Verdict.read(result.verdict.write(tmp_path / "drift.json")).details
+    assert set(details) == {"seed", "options", "reference_from_profile", "ks_error_bound", "rows", "mmd",
+                            "constant_features", "features"}
+    assert set(details["mmd"]) == {"value", "pvalue", "method", "space", "bandwidths", "rows"}
+    assert details["rows"] == {"reference": 500, "current": 500} == details["mmd"]["rows"]
+    assert details["options"]["seed"] == details["seed"] == 4 and details["options"]["correction"] == "bh"
+    assert [row["feature"] for row in details["features"]] == [row["feature"] for row in result.features]
 
 
 def test_effect_floor_keeps_a_huge_sample_from_blocking_on_a_trivial_shift(write):

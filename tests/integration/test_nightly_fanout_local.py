@@ -9,8 +9,8 @@ from mlflow import MlflowClient
 
 from skewgate.common import mlflow_log
 from skewgate.drift.core import DriftOptions, make_profile
-from skewgate.drift.pipeline_support import PROFILE_SHA_TAG, PROFILE_URI_TAG
-from skewgate.drift.profile import save_profile
+from skewgate.drift.run import PROFILE_SHA_TAG, PROFILE_URI_TAG
+from skewgate.drift.stats.profile import save_profile
 from skewgate.pipelines.local import run_locally
 from skewgate.pipelines.nightly_drift import nightly_drift_fanout_local, nightly_drift_local
 from tests.drift.conftest import make_frame

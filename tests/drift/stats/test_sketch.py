@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from skewgate.drift.sketch import QuantileSketch, SketchBuilder, ks_between, merge_sketches
+from skewgate.drift.stats.sketch import QuantileSketch, SketchBuilder, ks_between, merge_sketches
 
 
 def _stream(values, *, chunk, exact_rows=0, capacity=1024):

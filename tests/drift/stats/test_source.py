@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from skewgate.common.errors import InputError
-from skewgate.drift.source import open_source
+from skewgate.drift.stats.source import open_source
 
 
 def _frame(n, seed):

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from skewgate.drift.core import DriftOptions, decide, drift_gate, make_profile, summarise_current
-from skewgate.drift.profile import load_profile, save_profile
-from skewgate.drift.source import open_source
-from skewgate.drift.stream import load_partial, merge, save_partial
+from skewgate.drift.stats.profile import load_profile, save_profile
+from skewgate.drift.stats.source import open_source
+from skewgate.drift.stats.stream import load_partial, merge, save_partial
 from tests.drift.conftest import make_frame
 
 N = 2400

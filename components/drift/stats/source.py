@@ -101,6 +101,7 @@ class Source:
         self._rows = next(iter(rows))
 
     def _open_table(self, location: str, files: Sequence[str]) -> None:
+        import pyarrow as pa
         import pyarrow.csv as pacsv
         import pyarrow.dataset as ds
 
@@ -123,7 +124,7 @@ class Source:
                 dataset = ds.dataset(list(paths), format=file_format, filesystem=filesystem)
             fragments = list(dataset.get_fragments())
             physical = set(fragments[0].physical_schema.names) if fragments else set(dataset.schema.names)
-        except Exception as err:  # pyarrow raises ArrowInvalid, OSError, ... for unreadable files
+        except (pa.ArrowException, OSError) as err:  # ArrowInvalid for a corrupt file, OSError for an unreadable one
             raise InputError(location, expected="readable Parquet/CSV files",
                              found=f"{type(err).__name__}: {err}") from err
         schema = dataset.schema
@@ -314,6 +315,7 @@ def _resolve(location: str, files: Sequence[str]) -> tuple[pafs.FileSystem | Non
 
 
 def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    import pyarrow as pa
     import pyarrow.fs as pafs
 
     if uri.startswith("s3://") and os.environ.get("AWS_ENDPOINT_URL"):
@@ -324,7 +326,7 @@ def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
         return filesystem, uri[len("s3://"):]
     try:
         return pafs.FileSystem.from_uri(uri)
-    except Exception as err:  # unknown scheme, missing credentials: pyarrow's own exception types
+    except (pa.ArrowException, OSError) as err:  # ArrowInvalid: unknown scheme; OSError: no host, no credentials
         raise InputError(uri, expected="a URI pyarrow can open (s3://, gs://, hdfs://, file://)",
                          found=f"{type(err).__name__}: {err}") from err
 

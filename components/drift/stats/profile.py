@@ -18,13 +18,12 @@ import numpy as np
 
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
-from skewgate.drift.mmd import RandomFeatures
-from skewgate.drift.sketch import QuantileSketch
-from skewgate.drift.stream import sketch_arrays, sketches_from
+from skewgate.drift.stats.mmd import RandomFeatures
+from skewgate.drift.stats.sketch import QuantileSketch
+from skewgate.drift.stats.stream import sketch_arrays, sketches_from
 
 PROFILE_SCHEMA = "skewgate.drift-profile"
 PROFILE_VERSION = 2
-DEFAULT_SKETCH = 4096
 
 
 @dataclass

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from skewgate.drift.ks import EXACT_MAX_PRODUCT, adjust, chi_square, ks_pvalue
-from skewgate.drift.sketch import QuantileSketch, ks_between
+from skewgate.drift.stats.ks import EXACT_MAX_PRODUCT, adjust, chi_square, ks_pvalue
+from skewgate.drift.stats.sketch import QuantileSketch, ks_between
 
 
 def ks_statistic(reference, current):
@@ -49,7 +49,7 @@ def test_sketch_stays_within_its_stated_error_bound(q, ties):
 
 @pytest.mark.parametrize("x", [0.1, 0.3, 0.5, 1.0, 1.36, 2.0, 4.0])
 def test_kolmogorov_survival_matches_scipy(x):
-    from skewgate.drift.ks import kolmogorov_sf
+    from skewgate.drift.stats.ks import kolmogorov_sf
 
     assert kolmogorov_sf(x) == pytest.approx(stats.kstwobign.sf(x), rel=1e-9, abs=1e-15)
 

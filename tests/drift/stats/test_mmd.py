@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from skewgate.drift.mmd import (
+from skewgate.drift.stats.mmd import (
     BANDWIDTH_FACTORS,
     RandomFeatures,
     gaussian_null_pvalue,
@@ -51,7 +51,7 @@ def test_gaussian_null_agrees_with_permutations():
 
 
 def test_chunking_does_not_change_the_result(monkeypatch):
-    import skewgate.drift.mmd as mmd
+    import skewgate.drift.stats.mmd as mmd
 
     x, y = _samples(0.2, n=700, m=500)
     rff = RandomFeatures.draw(5, (1.0, 2.0), features=64, seed=0)

@@ -15,10 +15,10 @@ The chart's alert rules and Grafana dashboard (`charts/skewgate/files/`) read th
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from skewgate.common.errors import BackendError
+from skewgate.common.errors import Rejected, Unreachable
 from skewgate.common.verdict import STATUSES, Verdict
 
 log = logging.getLogger(__name__)
@@ -26,10 +26,13 @@ JOB = "skewgate_nightly_drift"
 MAX_FEATURES = 100  # bounds the series per model; the full table is in MLflow
 
 
-def push_drift_metrics(verdict: Verdict, features: Sequence[dict[str, Any]], *, gateway: str, model: str,
+def push_drift_metrics(verdict: Verdict, features: Sequence[Mapping[str, Any]], *, gateway: str, model: str,
                        job: str = JOB, timeout: float = 10.0) -> None:
-    """Replace this model's group on the gateway with the verdict's figures. Raises `BackendError` when the
-    gateway cannot be reached (the verdict itself stands: the caller decides what an unpushed verdict means)."""
+    """Replace this model's group on the gateway with the verdict's figures. Raises `Unreachable` when the
+    gateway cannot be reached and `Rejected` when it refuses (the verdict itself stands: the caller decides what
+    an unpushed verdict means)."""
+    from urllib.error import HTTPError
+
     from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
     registry = CollectorRegistry()
@@ -59,8 +62,10 @@ def push_drift_metrics(verdict: Verdict, features: Sequence[dict[str, Any]], *, 
     gauge("skewgate_drift_last_run_timestamp_seconds", "when the drift check last ran").set_to_current_time()
     try:
         push_to_gateway(gateway, job=job, registry=registry, grouping_key={"model": model}, timeout=timeout)
-    except OSError as err:  # URLError, connection refused, timeouts
-        raise BackendError(f"pushgateway {gateway}: {err}") from err
+    except HTTPError as err:  # the gateway answered with an error status
+        raise Rejected(f"pushgateway {gateway}: {err}") from err
+    except OSError as err:  # URLError (connection refused, DNS), timeouts
+        raise Unreachable(f"pushgateway {gateway}: {err}") from err
     log.info("pushed drift metrics for %s to %s", model, gateway)
 
 

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from skewgate.common.errors import InputError
-from skewgate.drift.mmd import RandomFeatures
-from skewgate.drift.sketch import QuantileSketch, SketchBuilder, merge_sketches
-from skewgate.drift.source import Batch
+from skewgate.drift.stats.mmd import RandomFeatures
+from skewgate.drift.stats.sketch import QuantileSketch, SketchBuilder, merge_sketches
+from skewgate.drift.stats.source import Batch
 
 COVERAGE_BINS = 13  # below min, deciles 1..10, above max, NaN
 Embedder = Callable[[Batch], np.ndarray]
@@ -207,7 +207,7 @@ class Accumulator:
         self.sample, self.sample_keys = _smallest(rows, keys, self.sample_rows)
 
     def _add_mmd(self, x: np.ndarray, origin: str) -> None:
-        from skewgate.drift.profile import standardise
+        from skewgate.drift.stats.profile import standardise
 
         assert self.mmd is not None
         if self.mmd.rate < 1.0:
