@@ -86,15 +86,17 @@ with torch.no_grad():  # warm: one batch each, then the timed pass over every sa
 print(json.dumps({"load_s": warm - started, "forwards_s": time.perf_counter() - warm, "peak_gib": peak_mib() / 1024}))
 '''.replace("{batch}", str(BATCH))
 
-# The whole CLI process as a user runs it; the wrapper only adds the import clock and reads VmHWM at exit.
+# The whole CLI process as a user runs it (`skewgate.cli.entry`: the command, then `leave`); the wrapper only adds
+# the import clock and reads VmHWM before leaving.
 PARITY = PEAK_MIB + '''
 import json, sys, time
 started = time.perf_counter()
 import torch, onnx, onnxruntime  # what parity needs anyway, timed on their own
 imported = time.perf_counter()
-from skewgate.cli import main
+from skewgate.cli import leave, main
 code = main(["parity", *sys.argv[1:]])
-print(json.dumps({"imports_s": imported - started, "code": code, "peak_gib": peak_mib() / 1024}))
+print(json.dumps({"imports_s": imported - started, "code": code, "peak_gib": peak_mib() / 1024}), flush=True)
+leave(code)
 '''
 
 
@@ -158,7 +160,7 @@ def main() -> None:
     print("  where the parity process's time goes:")
     for key in parts:
         print(f"    {key.removesuffix('_s'):<10} {med(ours, key):6.2f} s")
-    print(f"    {'rest':<10} {whole - accounted:6.2f} s  (interpreter start, argument parsing, report writing)")
+    print(f"    {'rest':<10} {whole - accounted:6.2f} s  (interpreter start, argument parsing, report, exit)")
     print(f"  time ratio   {whole / forwards:.2f}× (target ≤ 4)")
     print(f"  memory ratio {med(ours, 'peak_gib') / med(plains, 'peak_gib'):.2f}× (target ≤ 2)")
     if theirs is not None:

@@ -1,5 +1,3 @@
-import sys
+from skewgate.cli import entry
 
-from skewgate.cli import main
-
-sys.exit(main())
+entry()
