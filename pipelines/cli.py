@@ -150,28 +150,26 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         print(f"{args.pipeline}: {'succeeded' if result.succeeded else 'FAILED'} (output: {result.output})",
               file=sys.stderr)
         return 0 if result.succeeded else 1
-    if args.action == "schedule":
-        from skewgate.common.cli_support import EXIT_ERROR
-        from skewgate.common.errors import BackendError, SkewgateError
-        from skewgate.pipelines.schedule import Schedule, check_cron, schedule
+    from skewgate.common.cli_support import EXIT_ERROR
+    from skewgate.common.errors import SkewgateError, map_errors
 
-        try:
+    try:
+        if args.action == "schedule":
+            from skewgate.pipelines.schedule import Schedule, check_cron, schedule
+
             plan = Schedule(cron=check_cron(args.cron), params=_params(args.param, local=False),
                             experiment=args.experiment, namespace=args.namespace, version=args.version,
                             recurring=not args.no_recurring_run)
-            try:
-                client = _client(args.host)
-            except Exception as err:  # kfp.Client checks the API's health on construction
-                raise BackendError(f"KFP API at {args.host}: {type(err).__name__}: {err}") from err
-            run_id = schedule(client, plan, pipelines={name: load_pipeline(name) for name in PIPELINES})
-        except SkewgateError as err:
-            print(f"skewgate pipeline schedule: {err}", file=sys.stderr)
-            return EXIT_ERROR
-        print(run_id or "uploaded; no recurring run")
-        return 0
-    client = _client(args.host)
-    run = client.create_run_from_pipeline_func(pipeline, arguments=_params(args.param, local=False),
-                                               experiment_name=args.experiment)
+            run_id = schedule(_client(args.host), plan, pipelines={name: load_pipeline(name) for name in PIPELINES})
+            print(run_id or "uploaded; no recurring run")
+            return 0
+        client = _client(args.host)
+        with map_errors(f"KFP API at {args.host}", "submit a run"):
+            run = client.create_run_from_pipeline_func(pipeline, arguments=_params(args.param, local=False),
+                                                       experiment_name=args.experiment)
+    except SkewgateError as err:
+        print(f"skewgate pipeline {args.action}: {err}", file=sys.stderr)
+        return EXIT_ERROR
     print(run.run_id)
     return 0
 
@@ -197,10 +195,14 @@ def _finish(args: argparse.Namespace) -> int:
 
 def _client(host: str) -> Any:
     """A KFP client; inside a cluster with a projected service-account token (the chart mounts one at
-    $KF_PIPELINES_SA_TOKEN_PATH), authenticated with it."""
+    $KF_PIPELINES_SA_TOKEN_PATH), authenticated with it. kfp.Client checks the API's health on construction, so
+    a server that cannot be reached is `Unreachable` here."""
     import kfp
     from kfp.client import ServiceAccountTokenVolumeCredentials
 
+    from skewgate.common.errors import map_errors
+
     token_path = os.environ.get("KF_PIPELINES_SA_TOKEN_PATH")
     credentials = ServiceAccountTokenVolumeCredentials(path=token_path) if token_path else None
-    return kfp.Client(host=host, credentials=credentials)
+    with map_errors(f"KFP API at {host}", "connect"):
+        return kfp.Client(host=host, credentials=credentials)

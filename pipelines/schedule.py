@@ -3,11 +3,13 @@
 What the chart's upload Job runs, and `skewgate pipeline schedule` from a laptop. Idempotent, so a `helm upgrade`
 can run it again: a pipeline that exists gets a new version, and a recurring run of the same name is replaced.
 The KFP client is a seam (`KfpApi`): no cluster is reachable from CI, so the tests hand in a fake that records
-the calls (README: cluster section).
+the calls (README: cluster section). Every call runs inside `map_errors("KFP API", …)`: a server that cannot be
+reached is `Unreachable`, a refusal (kfp_server_api's ApiException) `Rejected` with its HTTP status.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 import uuid
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from skewgate.common.errors import BackendError, InputError
+from skewgate.common.errors import InputError, map_errors
 
 log = logging.getLogger(__name__)
 NIGHTLY = "nightly-drift"
@@ -70,21 +72,21 @@ def schedule(client: KfpApi, plan: Schedule, *, pipelines: Mapping[str, Any]) ->
         return None
     if NIGHTLY not in ids:
         raise InputError("pipelines", expected=f"the {NIGHTLY!r} pipeline", found=f"{sorted(ids)}")
-    experiment = _call(lambda: client.create_experiment(plan.experiment, namespace=plan.namespace),
-                       f"create experiment {plan.experiment!r}")
-    experiment_id = experiment.experiment_id
+    with _mapped(f"create experiment {plan.experiment!r}"):
+        experiment_id = client.create_experiment(plan.experiment, namespace=plan.namespace).experiment_id
     job_name = f"skewgate-{NIGHTLY}"
-    listing = _call(lambda: client.list_recurring_runs(experiment_id=experiment_id, page_size=100),
-                    "list recurring runs")
+    with _mapped("list recurring runs"):
+        listing = client.list_recurring_runs(experiment_id=experiment_id, page_size=100)
     for existing in getattr(listing, "recurring_runs", None) or []:
         if existing.display_name == job_name:
             log.info("replacing recurring run %s (%s)", job_name, existing.recurring_run_id)
-            _call(lambda run=existing: client.delete_recurring_run(run.recurring_run_id), "delete recurring run")
+            with _mapped("delete recurring run"):
+                client.delete_recurring_run(existing.recurring_run_id)
     pipeline_id, version_id = ids[NIGHTLY]
-    created = _call(lambda: client.create_recurring_run(
-        experiment_id=experiment_id, job_name=job_name, cron_expression=plan.cron, max_concurrency=1,
-        no_catchup=True, params=dict(plan.params), pipeline_id=pipeline_id, version_id=version_id, enabled=True),
-        "create recurring run")
+    with _mapped("create recurring run"):
+        created = client.create_recurring_run(
+            experiment_id=experiment_id, job_name=job_name, cron_expression=plan.cron, max_concurrency=1,
+            no_catchup=True, params=dict(plan.params), pipeline_id=pipeline_id, version_id=version_id, enabled=True)
     log.info("recurring run %s: %s, max concurrency 1, no catch-up", job_name, plan.cron)
     return str(created.recurring_run_id)
 
@@ -92,24 +94,21 @@ def schedule(client: KfpApi, plan: Schedule, *, pipelines: Mapping[str, Any]) ->
 def _upload(client: KfpApi, name: str, package: Path, version: str) -> tuple[str, str]:
     """(pipeline id, version id): a new pipeline, or a new version of the one that has this name."""
     display = f"skewgate-{name}"
-    existing = _call(lambda: client.get_pipeline_id(display), f"look up pipeline {display!r}")
+    with _mapped(f"look up pipeline {display!r}"):
+        existing = client.get_pipeline_id(display)
     if existing is None:
-        pipeline = _call(lambda: client.upload_pipeline(str(package), pipeline_name=display,
-                                                        description=f"skewgate {name} (uploaded by skewgate)"),
-                         f"upload pipeline {display!r}")
-        pipeline_id = pipeline.pipeline_id
+        with _mapped(f"upload pipeline {display!r}"):
+            pipeline_id = client.upload_pipeline(str(package), pipeline_name=display,
+                                                 description=f"skewgate {name} (uploaded by skewgate)").pipeline_id
     else:
         pipeline_id = existing
     stamp = uuid.uuid4().hex[:8]  # unique per upload: KFP refuses a version name twice
-    created = _call(lambda: client.upload_pipeline_version(str(package), pipeline_version_name=f"{version}-{stamp}",
-                                                           pipeline_id=pipeline_id),
-                    f"upload a version of {display!r}")
+    with _mapped(f"upload a version of {display!r}"):
+        created = client.upload_pipeline_version(str(package), pipeline_version_name=f"{version}-{stamp}",
+                                                 pipeline_id=pipeline_id)
     log.info("uploaded %s as pipeline %s, version %s", display, pipeline_id, created.pipeline_version_id)
     return pipeline_id, created.pipeline_version_id
 
 
-def _call(action: Any, what: str) -> Any:
-    try:
-        return action()
-    except Exception as err:  # kfp_server_api raises ApiException, urllib3 connection errors, …
-        raise BackendError(f"KFP API: {what}: {type(err).__name__}: {err}") from err
+def _mapped(what: str) -> contextlib.AbstractContextManager[None]:
+    return map_errors("KFP API", what)

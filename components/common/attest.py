@@ -189,9 +189,16 @@ def envelope_path(verdict_path: str | Path) -> Path:
     return path.with_name(path.stem + ENVELOPE_SUFFIX)
 
 
+def envelope_bytes(envelope: Mapping[str, Any]) -> bytes:
+    """An envelope as stored everywhere (beside the verdict, in the step's MLflow run, with the registered
+    version): one JSON line, keys sorted. The signature covers the payload, not these bytes, but every copy of one
+    envelope is byte-identical so that copies can be compared by digest."""
+    return (json.dumps(envelope, sort_keys=True) + "\n").encode("utf-8")
+
+
 def write_envelope(envelope: Mapping[str, Any], path: str | Path) -> Path:
     path = Path(path)
-    path.write_text(json.dumps(envelope, sort_keys=True) + "\n", encoding="utf-8")
+    path.write_bytes(envelope_bytes(envelope))
     return path
 
 

@@ -1,31 +1,33 @@
 """Everything skewgate says to MLflow: tracking (parent run per pipeline run, ended with the run's outcome by
 `finish_pipeline_run`; nested run per step; nightly drift as a series over nights) and the model registry
-(versions, evidence tags, aliases, the promotion log). The only module that imports mlflow.
+(versions, evidence tags, aliases, the promotion log). The only module that imports mlflow; what is written, by
+name and shape, is in `mlflow_conventions` (pure).
 
 Conventions (DESIGN.md): one experiment per registered model; metrics are `<step>.<check>`; the verdict JSON
 and the tensor-stats table are artifacts of the step run. Works the same against `sqlite:///…` (the embedded
 default) and a remote server (`MLFLOW_TRACKING_URI`, basic auth via `MLFLOW_TRACKING_USERNAME/PASSWORD`).
+
+Errors: every call into mlflow runs inside `map_errors` (via `Tracking.mapped` / `_mapped`), so a server that
+cannot be reached is `Unreachable`, a refusal is `Rejected` (with MLflow's error code, which the few callers that
+expect one — "already exists", "does not exist" — test), an answer that contradicts a write is `Inconsistent`,
+and skewgate's own errors (a logged verdict that does not parse: `InputError`) pass through unchanged.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
-import math
 import os
-import re
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from skewgate.common.errors import BackendError, InputError
+from skewgate.common import mlflow_conventions as conv
+from skewgate.common.errors import BackendError, Inconsistent, InputError, Rejected, Unreachable, map_errors
 from skewgate.common.strict_json import SHA256_HEX
 from skewgate.common.verdict import Verdict
 
@@ -35,26 +37,26 @@ if TYPE_CHECKING:
     from skewgate.common.outcome import Outcome
 
 log = logging.getLogger(__name__)
-PIPELINE_RUN_TAG = "skewgate.pipeline_run_id"
-PROMOTION_LOG_TAG = "skewgate.kind"
-PROMOTION_LOG_DIR = "promotions"
-VERDICT_DIGEST_TAG = "skewgate.verdict_sha256"
-# KFP run ids are UUIDs; kfp.local's are names with a timestamp. Nothing else may reach a filter string.
-RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
-OUTCOME_TAG = "skewgate.outcome"
-# MLflow 3.x marks what an experiment is for with this tag ("custom_model_development": traditional ML, runs
-# table; "genai_development": traces), which its UI's experiment-kind selector reads and writes (mlflow/server/js;
-# mlflow/assistant/skills/mlflow-onboarding/SKILL.md). The 3.17 UI chooses the landing page from its own
-# workflow switch instead (header "GenAI | Model training", `?workflowType=` in the URL, default GenAI), so the
-# links skewgate prints carry `workflowType=machine_learning` as well (`runs_table_link`; checked in Chromium by
-# tests/integration/test_mlflow_ui_in_browser.py).
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
-EXPERIMENT_KIND = "custom_model_development"
-DRIFT_HISTORY_TAG = "drift-history"  # value of `skewgate.kind` on the run that charts nightly drift over nights
+T = TypeVar("T")
+# MLflow answers a lookup of something that is not there with one of these codes, depending on the store.
+_MISSING = frozenset({"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"})
+# Refusals that waiting cannot change: `connect` gives up at once instead of retrying until its deadline.
+_FINAL_REFUSALS = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED", "CUSTOMER_UNAUTHORIZED", "401", "403"})
 
 
-def _mlflow_error_code(err: Exception) -> str | None:
-    return getattr(err, "error_code", None)
+def _mapped(uri: str, what: str) -> contextlib.AbstractContextManager[None]:
+    return map_errors(f"MLflow at {uri}", what)
+
+
+def _or_none(uri: str, what: str, lookup: Callable[[], T], *, missing: frozenset[str] = _MISSING) -> T | None:
+    """`lookup()`, or None when MLflow says the thing does not exist; any other failure stays mapped."""
+    try:
+        with _mapped(uri, what):
+            return lookup()
+    except Rejected as err:
+        if err.code in missing:
+            return None
+        raise
 
 
 @dataclass
@@ -65,6 +67,10 @@ class Tracking:
     experiment_id: str
     client: MlflowClient = field(repr=False)
 
+    def mapped(self, what: str) -> contextlib.AbstractContextManager[None]:
+        """MLflow's exceptions while doing `what` as `Unreachable` / `Rejected` naming this server."""
+        return _mapped(self.uri, what)
+
     @contextlib.contextmanager
     def step_run(self, step: str, *, pipeline_run_id: str | None) -> Iterator[StepRun]:
         """A nested run for `step` under the pipeline's parent run; ended FINISHED, or FAILED on exception.
@@ -74,9 +80,9 @@ class Tracking:
         from skewgate.common.outcome import step_outcome
 
         parent = self.parent_run(pipeline_run_id)
-        run = self._call(lambda: self.client.create_run(
-            self.experiment_id, run_name=step,
-            tags={"mlflow.parentRunId": parent, "skewgate.step": step, PIPELINE_RUN_TAG: pipeline_run_id or ""}))
+        with self.mapped(f"create the {step} run"):
+            run = self.client.create_run(self.experiment_id, run_name=step, tags={
+                "mlflow.parentRunId": parent, "skewgate.step": step, conv.PIPELINE_RUN_TAG: pipeline_run_id or ""})
         status = "FAILED"
         step_run = StepRun(self, run.info.run_id, step)
         error = ""
@@ -95,12 +101,13 @@ class Tracking:
 
     def find_parent_run(self, pipeline_run_id: str) -> str | None:
         """The parent run of this pipeline run, if one exists."""
-        if not RUN_ID_PATTERN.fullmatch(pipeline_run_id):
-            raise InputError("--pipeline-run-id", expected=f"a run id matching {RUN_ID_PATTERN.pattern}",
+        if not conv.RUN_ID_PATTERN.fullmatch(pipeline_run_id):
+            raise InputError("--pipeline-run-id", expected=f"a run id matching {conv.RUN_ID_PATTERN.pattern}",
                              found=repr(pipeline_run_id))
-        found = self._call(lambda: self.client.search_runs(
-            [self.experiment_id], f"tags.`{PIPELINE_RUN_TAG}` = '{pipeline_run_id}' "
-            "and tags.`skewgate.role` = 'pipeline'", max_results=1))
+        with self.mapped(f"find the parent run of {pipeline_run_id}"):
+            found = self.client.search_runs(
+                [self.experiment_id], f"tags.`{conv.PIPELINE_RUN_TAG}` = '{pipeline_run_id}' "
+                "and tags.`skewgate.role` = 'pipeline'", max_results=1)
         return str(found[0].info.run_id) if found else None
 
     def parent_run(self, pipeline_run_id: str | None) -> str:
@@ -110,63 +117,51 @@ class Tracking:
             if found:
                 return found
         name = f"pipeline-{pipeline_run_id}" if pipeline_run_id else "skewgate-cli"
-        run = self._call(lambda: self.client.create_run(
-            self.experiment_id, run_name=name,
-            tags={PIPELINE_RUN_TAG: pipeline_run_id or "", "skewgate.role": "pipeline"}))
+        with self.mapped(f"create the parent run {name}"):
+            run = self.client.create_run(self.experiment_id, run_name=name, tags={
+                conv.PIPELINE_RUN_TAG: pipeline_run_id or "", "skewgate.role": "pipeline"})
         return str(run.info.run_id)
 
     def run_verdicts(self, parent_run_id: str) -> dict[str, Verdict]:
-        """The verdicts the step runs under `parent_run_id` logged, by step (a step that logged none is absent)."""
-
-        def read() -> dict[str, Verdict]:
+        """The verdicts the step runs under `parent_run_id` logged, by step (a step that logged none is absent).
+        A logged verdict that does not parse is an `InputError` naming it, not a server failure."""
+        verdicts = {}
+        with self.mapped(f"read the verdicts of run {parent_run_id}"), tempfile.TemporaryDirectory() as tmp:
             children = self.client.search_runs([self.experiment_id],
                                                f"tags.`mlflow.parentRunId` = '{parent_run_id}'")
-            verdicts = {}
-            with tempfile.TemporaryDirectory() as tmp:
-                for child in sorted(children, key=lambda r: r.info.start_time):
-                    step = child.data.tags.get("skewgate.step", "")
-                    name = f"{step}.verdict.json"
-                    if any(f.path == name for f in self.client.list_artifacts(child.info.run_id)):
-                        verdicts[step] = Verdict.read(self.client.download_artifacts(child.info.run_id, name, tmp))
-            return verdicts
-
-        result: dict[str, Verdict] = self._call(read)
-        return result
+            for child in sorted(children, key=lambda r: r.info.start_time):
+                step = child.data.tags.get("skewgate.step", "")
+                name = f"{step}.verdict.json"
+                if any(f.path == name for f in self.client.list_artifacts(child.info.run_id)):
+                    verdicts[step] = Verdict.read(self.client.download_artifacts(child.info.run_id, name, tmp))
+        return verdicts
 
     def finish_run(self, run_id: str, outcome: Outcome) -> None:
         """End a parent run with its outcome: FINISHED when it succeeded, FAILED otherwise; tags for the outcome,
         the digest and the reason (also the run's description), and the summary metrics."""
-        tags = {OUTCOME_TAG: outcome.label, "skewgate.reason": outcome.reason[:5000],
+        from mlflow.entities import Metric, RunTag
+
+        tags = {conv.OUTCOME_TAG: outcome.label, "skewgate.reason": outcome.reason[:5000],
                 "mlflow.note.content": f"**{outcome.label}**: {outcome.reason}"[:5000], **outcome.tags}
         if outcome.digest:
             tags["skewgate.candidate_sha256"] = outcome.digest
-
-        def write() -> None:
-            from mlflow.entities import Metric, RunTag
-
-            now = int(time.time() * 1000)
-            self.client.log_batch(run_id, metrics=[Metric(_metric_key(k), v, now, 0)
+        now = int(time.time() * 1000)
+        with self.mapped(f"end run {run_id} ({outcome.label})"):
+            self.client.log_batch(run_id, metrics=[Metric(conv.metric_key(k), v, now, 0)
                                                    for k, v in outcome.metrics.items()],
                                   tags=[RunTag(k, v) for k, v in tags.items()])
             self.client.set_terminated(run_id, status="FINISHED" if outcome.succeeded else "FAILED")
 
-        self._call(write)
-
     def pipeline_verdicts(self, *, since_ms: int) -> tuple[str | None, dict[str, Verdict]]:
         """The newest pipeline parent run started at or after `since_ms`, and its steps' verdicts."""
-        parents = self._call(lambda: self.client.search_runs(
-            [self.experiment_id], f"tags.`skewgate.role` = 'pipeline' and attributes.start_time >= {since_ms}",
-            order_by=["attributes.start_time DESC"], max_results=1))
+        with self.mapped("find the newest pipeline run"):
+            parents = self.client.search_runs(
+                [self.experiment_id], f"tags.`skewgate.role` = 'pipeline' and attributes.start_time >= {since_ms}",
+                order_by=["attributes.start_time DESC"], max_results=1)
         if not parents:
             return None, {}
         parent = str(parents[0].info.run_id)
         return parent, self.run_verdicts(parent)
-
-    def _call(self, fn: Any) -> Any:
-        try:
-            return fn()
-        except Exception as err:
-            raise BackendError(f"MLflow at {self.uri}: {type(err).__name__}: {err}") from err
 
 
 @dataclass
@@ -180,29 +175,19 @@ class StepRun:
         """Metrics `<step>.<check>` (value, or 1/0 for passed when a check has no value), status tags, the
         verdict JSON and its digest (promote matches a pipeline's verdicts against it), its signed envelope when
         there is one, and the checks and tensor statistics as MLflow tables."""
+        from skewgate.common.attest import ENVELOPE_SUFFIX, envelope_bytes
+
         client = self.tracking.client
-        metrics = {}
-        for check in verdict.checks:
-            metrics[f"{self.step}.{check.name}"] = check.value if check.value is not None else float(check.passed)
-        tags = {"skewgate.status": verdict.status, "skewgate.message": verdict.message[:4000],
-                VERDICT_DIGEST_TAG: verdict.digest()}
-        if verdict.subject is not None:
-            tags["skewgate.subject_sha256"] = verdict.subject.sha256
-
-        def write() -> None:
-            for name, value in metrics.items():
-                client.log_metric(self.run_id, _metric_key(name), value)
-            for key, value in tags.items():
-                client.set_tag(self.run_id, key, value)
-            with tempfile.TemporaryDirectory() as tmp:
-                path = verdict.write(Path(tmp) / f"{self.step}.verdict.json")
-                client.log_artifact(self.run_id, str(path))
-                if envelope is not None:
-                    signed = Path(tmp) / f"{self.step}.verdict.intoto.jsonl"
-                    signed.write_text(json.dumps(envelope, sort_keys=True) + "\n", encoding="utf-8")
-                    client.log_artifact(self.run_id, str(signed))
-
-        self.tracking._call(write)
+        with self.tracking.mapped(f"log the {self.step} verdict"), tempfile.TemporaryDirectory() as tmp:
+            for key, value in conv.step_metrics(self.step, verdict).items():
+                client.log_metric(self.run_id, key, value)
+            for key, text in conv.step_tags(verdict).items():
+                client.set_tag(self.run_id, key, text)
+            client.log_artifact(self.run_id, str(verdict.write(Path(tmp) / f"{self.step}.verdict.json")))
+            if envelope is not None:
+                signed = Path(tmp) / f"{self.step}.verdict{ENVELOPE_SUFFIX}"
+                signed.write_bytes(envelope_bytes(envelope))
+                client.log_artifact(self.run_id, str(signed))
         self.verdict = verdict
         self.log_table("checks.json", [vars(c) for c in verdict.checks])
         self.log_table("tensor_stats.json", [{**vars(s), "shape": list(s.shape)} for s in verdict.stats])
@@ -210,12 +195,9 @@ class StepRun:
     def log_table(self, artifact_file: str, rows: list[dict[str, Any]]) -> None:
         """Rows of one shape as an MLflow table (viewable in the run's Artifacts tab)."""
         if rows:
-            plain = [{k: v if isinstance(v, str | int | float | bool) or v is None else json.dumps(v)
-                      for k, v in row.items()} for row in rows]
-            keys = list(dict.fromkeys(k for row in plain for k in row))
-            data = {k: [row.get(k) for row in plain] for k in keys}
-            self.tracking._call(lambda: self.tracking.client.log_table(self.run_id, data=data,
-                                                                       artifact_file=artifact_file))
+            with self.tracking.mapped(f"log table {artifact_file}"):
+                self.tracking.client.log_table(self.run_id, data=conv.table_columns(rows),
+                                               artifact_file=artifact_file)
 
     def log_artifact_as(self, source: str | Path, name: str, artifact_path: str | None = None) -> str:
         """Upload `source` under another file name (KFP output paths have no suffix: a heatmap must be `.png`)."""
@@ -226,21 +208,20 @@ class StepRun:
 
     def log_artifacts(self, directory: str | Path, artifact_path: str) -> str:
         """Upload a folder's files under `artifact_path`; returns that folder's artifact URI."""
-        self.tracking._call(lambda: self.tracking.client.log_artifacts(self.run_id, str(directory), artifact_path))
-        run = self.tracking._call(lambda: self.tracking.client.get_run(self.run_id))
-        return f"{run.info.artifact_uri}/{artifact_path}"
+        with self.tracking.mapped(f"upload {directory} to {artifact_path}"):
+            self.tracking.client.log_artifacts(self.run_id, str(directory), artifact_path)
+        return f"{self.artifact_uri()}/{artifact_path}"
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> str:
         """Upload a file; returns the artifact URI of the folder it went to."""
-        self.tracking._call(lambda: self.tracking.client.log_artifact(self.run_id, str(path), artifact_path))
-        run = self.tracking._call(lambda: self.tracking.client.get_run(self.run_id))
-        base = str(run.info.artifact_uri)
+        with self.tracking.mapped(f"upload {path}"):
+            self.tracking.client.log_artifact(self.run_id, str(path), artifact_path)
+        base = self.artifact_uri()
         return f"{base}/{artifact_path}" if artifact_path else base
 
-
-def _metric_key(name: str) -> str:
-    # MLflow keys allow alphanumerics, _ - . space / ; anything else (for example ':') becomes '_'.
-    return "".join(ch if ch.isalnum() or ch in "_-. /" else "_" for ch in name)
+    def artifact_uri(self) -> str:
+        with self.tracking.mapped(f"read run {self.run_id}"):
+            return str(self.tracking.client.get_run(self.run_id).info.artifact_uri)
 
 
 def finish_pipeline_run(tracking: Tracking, pipeline_run_id: str, *, pipeline: str, final_state: str = "",
@@ -260,57 +241,26 @@ def finish_pipeline_run(tracking: Tracking, pipeline_run_id: str, *, pipeline: s
 
 
 def log_drift_night(tracking: Tracking, verdict: Verdict, *, run_ids: list[str]) -> None:
-    """Log a nightly drift verdict's statistics as one point of a series: step = the night (days since
-    1970-01-01 of its run date), timestamp = the run date. They go to `run_ids` and to the experiment's
-    `drift-history` run, whose charts in the MLflow UI then draw every statistic across nights (each nightly
-    run is its own run, and MLflow draws a line only within one run)."""
+    """Log a nightly drift verdict's statistics as one point of a series (`conv.drift_night`). They go to
+    `run_ids` and to the experiment's `drift-history` run, whose charts in the MLflow UI then draw every
+    statistic across nights (each nightly run is its own run, and MLflow draws a line only within one run)."""
     from mlflow.entities import Metric
 
-    when = _run_date(verdict)
-    timestamp = int(when.timestamp() * 1000)
-    night = int(when.timestamp() // 86400)
-    metrics = [Metric(_metric_key(k), v, timestamp, night) for k, v in drift_statistics(verdict).items()]
-
-    def write() -> None:
-        history = tracking.client.search_runs([tracking.experiment_id],
-                                              f"tags.`{PROMOTION_LOG_TAG}` = '{DRIFT_HISTORY_TAG}'", max_results=1)
+    timestamp, night = conv.drift_night(verdict)
+    metrics = [Metric(conv.metric_key(k), v, timestamp, night) for k, v in conv.drift_statistics(verdict).items()]
+    client = tracking.client
+    with tracking.mapped("log the night's drift statistics"):
+        history = client.search_runs([tracking.experiment_id],
+                                     f"tags.`{conv.PROMOTION_LOG_TAG}` = '{conv.DRIFT_HISTORY_TAG}'", max_results=1)
         if history:
             history_id = history[0].info.run_id
         else:  # ended at once: MLflow accepts metrics on a finished run, and no skewgate run stays RUNNING
-            history_id = tracking.client.create_run(tracking.experiment_id, run_name="drift-history",
-                                                    tags={PROMOTION_LOG_TAG: DRIFT_HISTORY_TAG}).info.run_id
-            tracking.client.set_terminated(history_id, status="FINISHED")
+            history_id = client.create_run(tracking.experiment_id, run_name="drift-history",
+                                           tags={conv.PROMOTION_LOG_TAG: conv.DRIFT_HISTORY_TAG}).info.run_id
+            client.set_terminated(history_id, status="FINISHED")
         for run_id in [*run_ids, history_id]:
-            for start in range(0, len(metrics), 1000):  # MLflow's log_batch limit
-                tracking.client.log_batch(run_id, metrics=metrics[start:start + 1000])
-
-    tracking._call(write)
-
-
-def drift_statistics(verdict: Verdict) -> dict[str, float]:
-    """`drift.<check>` per check with a value, `drift.passed`, `drift.mmd2`, and per feature
-    `drift.feature.<name>.statistic` / `.pvalue` (at most 200 features, as the verdict lists them)."""
-    out = {f"drift.{c.name}": c.value for c in verdict.checks if c.value is not None}
-    out["drift.passed"] = float(verdict.status in {"pass", "warn"})
-    mmd = verdict.details.get("mmd")
-    if isinstance(mmd, Mapping) and isinstance(mmd.get("value"), int | float):
-        out["drift.mmd2"] = float(mmd["value"])
-    for row in verdict.details.get("features", ())[:200]:
-        if not isinstance(row, Mapping) or "feature" not in row:
-            continue
-        for stat in ("statistic", "pvalue"):
-            value = row.get(stat)
-            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-                out[f"drift.feature.{row['feature']}.{stat}"] = float(value)
-    return out
-
-
-def _run_date(verdict: Verdict) -> datetime:
-    for text in (verdict.details.get("run_date"), verdict.created_at):
-        with contextlib.suppress(TypeError, ValueError):
-            when = datetime.fromisoformat(str(text))
-            return when if when.tzinfo else when.replace(tzinfo=UTC)
-    return datetime.now(UTC)
+            for start in range(0, len(metrics), conv.MLFLOW_BATCH_LIMIT):
+                client.log_batch(run_id, metrics=metrics[start:start + conv.MLFLOW_BATCH_LIMIT])
 
 
 def runs_table_link(ui: str, experiment_id: str) -> str:
@@ -319,7 +269,8 @@ def runs_table_link(ui: str, experiment_id: str) -> str:
 
 
 def connect(uri: str, *, experiment: str, deadline_s: float = 30.0) -> Tracking:
-    """Connect, retrying with backoff until `deadline_s`; then `BackendError` (the CLI exits 2)."""
+    """Connect, retrying with backoff until `deadline_s`; then `Unreachable` naming the URI (the CLI exits 2). A
+    refusal that waiting cannot change (authentication, permission) is a `Rejected` at once."""
     # MLflow's own HTTP retries would wait minutes on a dead server: we own the deadline instead.
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
@@ -331,34 +282,45 @@ def connect(uri: str, *, experiment: str, deadline_s: float = 30.0) -> Tracking:
     delay = 0.5
     while True:
         try:
-            found = client.get_experiment_by_name(experiment)
-            experiment_id = found.experiment_id if found else _create_experiment(client, uri, experiment)
-            if found is not None and EXPERIMENT_KIND_TAG not in found.tags:  # made before skewgate tagged it
-                client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
-            return Tracking(uri=uri, experiment_id=str(experiment_id), client=client)
-        except Exception as err:
+            return Tracking(uri=uri, experiment_id=_experiment_id(client, uri, experiment), client=client)
+        except BackendError as err:
+            if isinstance(err, Rejected) and err.code in _FINAL_REFUSALS:
+                raise
             if time.monotonic() + delay > deadline:
-                raise BackendError(f"MLflow at {uri} unreachable for {deadline_s:.0f}s: "
-                                   f"{type(err).__name__}: {err}") from err
+                if isinstance(err, Unreachable):
+                    cause = err.__cause__ or err
+                    raise Unreachable(f"MLflow at {uri} unreachable for {deadline_s:.0f}s: "
+                                      f"{type(cause).__name__}: {cause}") from err
+                raise
             log.warning("MLflow at %s not reachable (%s); retrying in %.1fs", uri, type(err).__name__, delay)
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
 
 
-def _create_experiment(client: MlflowClient, uri: str, name: str) -> str:
-    location = None
-    if uri.startswith("sqlite:///"):
-        # Keep artifacts beside the embedded store instead of in ./mlruns of whatever the cwd is.
-        location = (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").resolve().as_uri()
-    try:
-        return str(client.create_experiment(name, artifact_location=location,
-                                            tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}))
-    except Exception as err:
-        if _mlflow_error_code(err) != "RESOURCE_ALREADY_EXISTS":  # another step created it meanwhile
-            raise
+def _experiment_id(client: MlflowClient, uri: str, name: str) -> str:
+    """The experiment's id, created (tagged with its kind) when missing; an older one gets the kind tag."""
+    with _mapped(uri, f"look up experiment {name!r}"):
         found = client.get_experiment_by_name(name)
-        assert found is not None
-        return str(found.experiment_id)
+    if found is None:
+        location = None
+        if uri.startswith("sqlite:///"):
+            # Keep artifacts beside the embedded store instead of in ./mlruns of whatever the cwd is.
+            location = (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").resolve().as_uri()
+        try:
+            with _mapped(uri, f"create experiment {name!r}"):
+                return str(client.create_experiment(name, artifact_location=location,
+                                                    tags={conv.EXPERIMENT_KIND_TAG: conv.EXPERIMENT_KIND}))
+        except Rejected as err:
+            if err.code != "RESOURCE_ALREADY_EXISTS":  # another step created it meanwhile
+                raise
+        with _mapped(uri, f"look up experiment {name!r}"):
+            found = client.get_experiment_by_name(name)
+        if found is None:
+            raise Inconsistent(f"MLflow at {uri}: experiment {name!r} already exists, yet is not found by name")
+    if conv.EXPERIMENT_KIND_TAG not in found.tags:  # made before skewgate tagged it
+        with _mapped(uri, f"tag experiment {name!r}"):
+            client.set_experiment_tag(found.experiment_id, conv.EXPERIMENT_KIND_TAG, conv.EXPERIMENT_KIND)
+    return str(found.experiment_id)
 
 
 class MlflowRegistry:
@@ -372,24 +334,26 @@ class MlflowRegistry:
 
     def __init__(self, step_run: StepRun, *, input_example: Mapping[str, Any] | None = None) -> None:
         self.run = step_run
+        self.tracking = step_run.tracking
         self.client = step_run.tracking.client
-        self._call = step_run.tracking._call
         self.input_example = dict(input_example) if input_example else None
 
     def model_exists(self, name: str) -> bool:
-        found = _or_none(self.run.tracking.uri, lambda: self.client.get_registered_model(name),
+        found = _or_none(self.tracking.uri, f"look up model {name!r}", lambda: self.client.get_registered_model(name),
                          missing=frozenset({"RESOURCE_DOES_NOT_EXIST"}))
         return found is not None
 
     def version_exists(self, name: str, version: str) -> bool:
-        return _or_none(self.run.tracking.uri, lambda: self.client.get_model_version(name, version)) is not None
+        return _or_none(self.tracking.uri, f"look up {name!r} v{version}",
+                        lambda: self.client.get_model_version(name, version)) is not None
 
     def find_version(self, name: str, sha256: str) -> str | None:
         """The lowest version of `name` registered for this digest (there is one unless a race is under way)."""
         if not SHA256_HEX.fullmatch(sha256):
             raise InputError("onnx", field="sha256", expected="64 lowercase hex digits", found=sha256)
-        found = self._call(lambda: self.client.search_model_versions(
-            f"tags.`skewgate.onnx_sha256` = '{sha256}'", max_results=10000))
+        with self.tracking.mapped(f"find the version of sha256 {sha256}"):
+            found = self.client.search_model_versions(f"tags.`{conv.ONNX_DIGEST_TAG}` = '{sha256}'",
+                                                      max_results=10000)
         versions = sorted(int(v.version) for v in found if v.name == name)
         return str(versions[0]) if versions else None
 
@@ -398,18 +362,21 @@ class MlflowRegistry:
         far: every one of them then keeps the lowest version and deletes its own duplicate, so exactly one
         version carries the digest."""
         try:
-            self.client.create_registered_model(name)
-        except Exception as err:
-            if _mlflow_error_code(err) != "RESOURCE_ALREADY_EXISTS":  # a concurrent promote may have created it
-                raise BackendError(f"MLflow registry at {self.run.tracking.uri}: {err}") from err
+            with self.tracking.mapped(f"create registered model {name!r}"):
+                self.client.create_registered_model(name)
+        except Rejected as err:
+            if err.code != "RESOURCE_ALREADY_EXISTS":  # a concurrent promote may have created it
+                raise
         source = self.log_onnx_model(artifact, sha256, artifact_path)
-        created = self._call(lambda: self.client.create_model_version(
-            name, source=source, run_id=self.run.run_id, tags={"skewgate.onnx_sha256": sha256}))
+        with self.tracking.mapped(f"create a version of {name!r}"):
+            created = self.client.create_model_version(name, source=source, run_id=self.run.run_id,
+                                                       tags={conv.ONNX_DIGEST_TAG: sha256})
         mine = str(created.version)
         winner = self.find_version(name, sha256) or mine
         if winner != mine:
             log.info("%s: version %s already holds sha256 %s; dropping duplicate v%s", name, winner, sha256, mine)
-            self._call(lambda: self.client.delete_model_version(name, mine))
+            with self.tracking.mapped(f"delete duplicate {name!r} v{mine}"):
+                self.client.delete_model_version(name, mine)
         return winner
 
     def log_onnx_model(self, artifact: Path, sha256: str, artifact_path: str = "model") -> str:
@@ -429,88 +396,87 @@ class MlflowRegistry:
             # save_model re-serialises the proto; the registry must hold the judged bytes themselves
             shutil.copyfile(artifact, target / "model.onnx")
             if sha256_file(target / "model.onnx") != sha256:
-                raise BackendError(f"{artifact} changed while it was being registered")
-            self._call(lambda: self.client.log_artifacts(self.run.run_id, str(target), artifact_path))
-        run = self._call(lambda: self.client.get_run(self.run.run_id))
-        return f"{run.info.artifact_uri}/{artifact_path}"
+                raise InputError(artifact, expected=f"the judged file (sha256 {sha256})",
+                                 found="other bytes: it changed while it was being registered")
+            return self.run.log_artifacts(target, artifact_path)
 
     def get_tags(self, name: str, version: str) -> dict[str, str]:
-        return dict(self._call(lambda: self.client.get_model_version(name, version)).tags)
+        with self.tracking.mapped(f"read the tags of {name!r} v{version}"):
+            return dict(self.client.get_model_version(name, version).tags)
 
     def set_tags(self, name: str, version: str, tags: Mapping[str, str]) -> None:
-        def write() -> None:
+        with self.tracking.mapped(f"tag {name!r} v{version}"):
             for key, value in tags.items():
                 self.client.set_model_version_tag(name, version, key, value)
 
-        self._call(write)
-
     def get_alias(self, name: str, alias: str) -> str | None:
-        return alias_version(self.run.tracking, name, alias)
+        return alias_version(self.tracking, name, alias)
 
     def set_alias(self, name: str, alias: str, version: str) -> None:
-        self._call(lambda: self.client.set_registered_model_alias(name, alias, version))
+        with self.tracking.mapped(f"move alias {alias!r} of {name!r} to v{version}"):
+            self.client.set_registered_model_alias(name, alias, version)
 
     def set_description(self, name: str, version: str, markdown: str) -> None:
         """The version's description, with a link to the pipeline's parent run in the MLflow UI."""
-        run = self._call(lambda: self.client.get_run(self.run.run_id))
-        parent = run.data.tags.get("mlflow.parentRunId", self.run.run_id)
-        link = f"#/experiments/{self.run.tracking.experiment_id}/runs/{parent}?workflowType=machine_learning"
-        text = f"{markdown}\n\nPipeline run: [{parent[:8]}]({link})"
-        self._call(lambda: self.client.update_model_version(name, version, description=text[:60000]))
+        with self.tracking.mapped(f"describe {name!r} v{version}"):
+            run = self.client.get_run(self.run.run_id)
+            parent = run.data.tags.get("mlflow.parentRunId", self.run.run_id)
+            self.client.update_model_version(name, version, description=conv.version_description(
+                markdown, experiment_id=self.tracking.experiment_id, parent_run_id=parent))
 
     def store_attestations(self, name: str, version: str, files: Mapping[str, bytes]) -> str:
         """The verdicts, their envelopes and promote's own, as artifacts of this promote run."""
-        folder = f"attestations/v{version}"
         with tempfile.TemporaryDirectory() as tmp:
             for file_name, data in files.items():
                 (Path(tmp) / file_name).write_bytes(data)
-            return self.run.log_artifacts(tmp, folder)
+            return self.run.log_artifacts(tmp, f"attestations/v{version}")
 
     def logged_verdict_digests(self, pipeline_run_id: str) -> dict[str, str]:
         """Step → digest of the verdict its run logged under this pipeline run's parent run."""
-        tracking = self.run.tracking
-        parent = tracking.find_parent_run(pipeline_run_id)
+        parent = self.tracking.find_parent_run(pipeline_run_id)
         if parent is None:
             return {}
-        children = self._call(lambda: self.client.search_runs(
-            [tracking.experiment_id], f"tags.`mlflow.parentRunId` = '{parent}'", max_results=1000))
-        return {c.data.tags["skewgate.step"]: c.data.tags[VERDICT_DIGEST_TAG] for c in children
-                if "skewgate.step" in c.data.tags and VERDICT_DIGEST_TAG in c.data.tags}
+        with self.tracking.mapped(f"read the step runs of {pipeline_run_id}"):
+            children = self.client.search_runs([self.tracking.experiment_id],
+                                               f"tags.`mlflow.parentRunId` = '{parent}'", max_results=1000)
+        return {c.data.tags["skewgate.step"]: c.data.tags[conv.VERDICT_DIGEST_TAG] for c in children
+                if "skewgate.step" in c.data.tags and conv.VERDICT_DIGEST_TAG in c.data.tags}
 
     def download(self, artifact_uri: str, directory: Path) -> Path:
         """Fetch one artifact by URI (as recorded in a tag) into `directory`."""
-        import mlflow.artifacts
-
-        return Path(self._call(lambda: mlflow.artifacts.download_artifacts(
-            artifact_uri=artifact_uri, dst_path=str(directory), tracking_uri=self.run.tracking.uri)))
+        return _download(self.tracking.uri, artifact_uri, directory)
 
     def append_promotion_log(self, name: str, record: Mapping[str, Any]) -> None:
         """One new JSON file per attempt (`promotions/<time>-<id>.json`) in the experiment's promotion-log run,
         and a copy in this promote run. Append-only by construction: no record is ever read back and
         rewritten, so concurrent promotions cannot lose each other's records."""
-        file_name = f"{record['at'].replace(':', '')}-{uuid.uuid4().hex[:12]}.json"
-        data = (json.dumps(dict(record), sort_keys=True) + "\n").encode()
+        file_name, data = conv.promotion_record(record)
         log_run = self._promotion_log_run(name)
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, self.tracking.mapped("append to the promotion log"):
             (Path(tmp) / file_name).write_bytes(data)
             for run_id in (log_run, self.run.run_id):
-                self._call(lambda run_id=run_id: self.client.log_artifact(run_id, str(Path(tmp) / file_name),
-                                                                          PROMOTION_LOG_DIR))
+                self.client.log_artifact(run_id, str(Path(tmp) / file_name), conv.PROMOTION_LOG_DIR)
 
     def _promotion_log_run(self, name: str) -> str:
         """The experiment's one promotion-log run (a FINISHED run that only holds records). Two promotions that
         both create one keep the oldest and delete the other before either writes a record into it."""
-        tracking = self.run.tracking
-        query = f"tags.`{PROMOTION_LOG_TAG}` = 'promotion-log'"
-        found = self._call(lambda: self.client.search_runs([tracking.experiment_id], query, max_results=50))
+        experiment = self.tracking.experiment_id
+        query = f"tags.`{conv.PROMOTION_LOG_TAG}` = '{conv.PROMOTION_LOG_KIND}'"
+        with self.tracking.mapped("find the promotion-log run"):
+            found = self.client.search_runs([experiment], query, max_results=50)
         if not found:
-            created = self._call(lambda: self.client.create_run(
-                tracking.experiment_id, run_name=f"promotion-log:{name}", tags={PROMOTION_LOG_TAG: "promotion-log"}))
-            self._call(lambda: self.client.set_terminated(created.info.run_id, status="FINISHED"))
-            found = self._call(lambda: self.client.search_runs([tracking.experiment_id], query, max_results=50))
+            with self.tracking.mapped("create the promotion-log run"):
+                created = self.client.create_run(experiment, run_name=f"promotion-log:{name}",
+                                                 tags={conv.PROMOTION_LOG_TAG: conv.PROMOTION_LOG_KIND})
+                self.client.set_terminated(created.info.run_id, status="FINISHED")
+                found = self.client.search_runs([experiment], query, max_results=50)
+            if not found:
+                raise Inconsistent(f"MLflow at {self.tracking.uri}: promotion-log run {created.info.run_id} was "
+                                   "created, yet a search for it finds none")
         ordered = sorted(found, key=lambda r: (r.info.start_time, r.info.run_id))
         for duplicate in ordered[1:]:
-            with contextlib.suppress(Exception):  # another promotion may have deleted it already
+            # another promotion may have deleted it already: what matters is that the oldest is kept
+            with contextlib.suppress(BackendError), self.tracking.mapped("delete a duplicate promotion-log run"):
                 self.client.delete_run(duplicate.info.run_id)
         return str(ordered[0].info.run_id)
 
@@ -549,40 +515,35 @@ def download_alias(client: MlflowClient, uri: str, name: str, alias: str, direct
     """The version `alias` points at: its number, its tags and its artifacts downloaded into `directory`; None
     when there is no such alias. Downloaded from the version's own artifact location, not `models:/…`, which
     mlflow resolves against its process-wide registry URI (which need not be this one)."""
-    found = _or_none(uri, lambda: client.get_model_version_by_alias(name, alias))
+    found = _or_none(uri, f"look up {name}@{alias}", lambda: client.get_model_version_by_alias(name, alias))
     if found is None:
         return None
     version = str(found.version)
-    source = _or_none(uri, lambda: client.get_model_version_download_uri(name, version))
+    with _mapped(uri, f"locate the files of {name!r} v{version}"):
+        source = client.get_model_version_download_uri(name, version)
     return version, dict(found.tags), _download(uri, str(source), directory)
 
 
 def _download(tracking_uri: str, artifact_uri: str, directory: Path) -> Path:
     import mlflow.artifacts
 
-    try:
+    with _mapped(tracking_uri, f"download {artifact_uri}"):
         return Path(mlflow.artifacts.download_artifacts(artifact_uri=artifact_uri, dst_path=str(directory),
                                                         tracking_uri=tracking_uri))
-    except Exception as err:
-        raise BackendError(f"MLflow at {tracking_uri}: cannot download {artifact_uri}: {err}") from err
 
 
 def read_promotion_log(tracking: Tracking) -> list[dict[str, Any]]:
     """Every promotion record of the experiment, oldest first."""
-    query = f"tags.`{PROMOTION_LOG_TAG}` = 'promotion-log'"
+    import json
 
-    def read() -> list[dict[str, Any]]:
-        found = tracking.client.search_runs([tracking.experiment_id], query, max_results=50)
-        records = []
-        with tempfile.TemporaryDirectory() as tmp:
-            for run in found:
-                for item in tracking.client.list_artifacts(run.info.run_id, PROMOTION_LOG_DIR):
-                    local = tracking.client.download_artifacts(run.info.run_id, item.path, tmp)
-                    records.append(json.loads(Path(local).read_text(encoding="utf-8")))
-        return sorted(records, key=lambda r: str(r.get("at")))
-
-    result: list[dict[str, Any]] = tracking._call(read)
-    return result
+    query = f"tags.`{conv.PROMOTION_LOG_TAG}` = '{conv.PROMOTION_LOG_KIND}'"
+    client = tracking.client
+    texts = []
+    with tracking.mapped("read the promotion log"), tempfile.TemporaryDirectory() as tmp:
+        for run in client.search_runs([tracking.experiment_id], query, max_results=50):
+            for item in client.list_artifacts(run.info.run_id, conv.PROMOTION_LOG_DIR):
+                texts.append(Path(client.download_artifacts(run.info.run_id, item.path, tmp)).read_text("utf-8"))
+    return sorted((json.loads(text) for text in texts), key=lambda r: str(r.get("at")))
 
 
 def onnx_signature(model: Any) -> Any:
@@ -609,35 +570,26 @@ def _pinned_requirements() -> list[str]:
     return [f"{dist}=={metadata.version(dist)}" for dist in ("onnx", "onnxruntime", "numpy")]
 
 
-# MLflow answers a lookup of something that is not there with one of these codes, depending on the store.
-_MISSING = frozenset({"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"})
-T = TypeVar("T")
-
-
-def _or_none(uri: str, lookup: Callable[[], T], *, missing: frozenset[str] = _MISSING) -> T | None:
-    """`lookup()`, or None when MLflow says the thing does not exist; any other failure is a `BackendError`."""
-    try:
-        return lookup()
-    except Exception as err:
-        if _mlflow_error_code(err) in missing:
-            return None
-        raise BackendError(f"MLflow registry at {uri}: {type(err).__name__}: {err}") from err
-
-
 def alias_version(tracking: Tracking, name: str, alias: str) -> str | None:
     """The version an alias points at, or None when the model or the alias does not exist."""
-    found = _or_none(tracking.uri, lambda: tracking.client.get_model_version_by_alias(name, alias))
+    found = _or_none(tracking.uri, f"look up {name}@{alias}",
+                     lambda: tracking.client.get_model_version_by_alias(name, alias))
     return None if found is None else str(found.version)
 
 
 def load_pytorch_model(uri: str) -> Any:
-    """Load an MLflow pytorch model (`models:/…`, `runs:/…`). This unpickles code: trusted registries only."""
+    """Load an MLflow pytorch model (`models:/…`, `runs:/…`). This unpickles code: trusted registries only.
+    A URI that names no loadable model is an `InputError`; a server that cannot be reached stays `Unreachable`."""
+    import mlflow
     import mlflow.pytorch
 
     try:
-        return mlflow.pytorch.load_model(uri)
-    except Exception as err:
-        raise InputError(uri, expected="an MLflow pytorch model URI", found=f"{type(err).__name__}: {err}") from err
+        with _mapped(mlflow.get_tracking_uri(), f"load {uri}"):
+            return mlflow.pytorch.load_model(uri)
+    except (Rejected, AttributeError) as err:  # unpickling a class that is not importable is an AttributeError
+        cause = err.__cause__ or err
+        raise InputError(uri, expected="an MLflow pytorch model URI",
+                         found=f"{type(cause).__name__}: {cause}") from err
 
 
 @dataclass(frozen=True)
@@ -653,29 +605,11 @@ class RegisteredOnnx:
 
 
 def fetch_registered_onnx(tracking: Tracking, name: str, alias: str, directory: Path) -> RegisteredOnnx | None:
-    """Download the version `alias` points at and return its ONNX file; None when there is no such alias.
-
-    The file is found by digest, not by name: the version's artifacts are searched for the file whose SHA-256
-    equals its `skewgate.onnx_sha256` tag, so a bare `onnx/<file>` folder (a KFP output has no suffix) and an
-    MLflow Model directory (`MLmodel` + `model.onnx`) both work. A version whose files do not match its evidence
-    is an `InputError`: nothing downloaded from the registry is trusted without it.
-    """
-    from skewgate.common.io import sha256_file
-
+    """Download the version `alias` points at and return its ONNX file (found by its evidence digest:
+    `conv.find_by_digest`); None when there is no such alias."""
     found = download_alias(tracking.client, tracking.uri, name, alias, directory)
     if found is None:
         return None
     version, tags, local = found
-    where = f"models:/{name}/{version}"
-    expected = tags.get("skewgate.onnx_sha256")
-    if not expected:
-        raise InputError(where, field="skewgate.onnx_sha256", expected="the SHA-256 tag promote writes",
-                         found="no such tag")
-    candidates = sorted(p for p in local.rglob("*") if p.is_file()) if local.is_dir() else [local]
-    digests = {path: sha256_file(path) for path in candidates}
-    for path, digest in digests.items():
-        if digest == expected:
-            return RegisteredOnnx(name=name, version=version, alias=alias, path=path, sha256=digest, tags=tags)
-    listing = ", ".join(f"{p.relative_to(local) if p != local else p.name} sha256 {d}" for p, d in digests.items())
-    raise InputError(where, field="skewgate.onnx_sha256", expected=f"a file with sha256 {expected}",
-                     found=listing or "no file in the version's artifacts")
+    path, digest = conv.find_by_digest(local, tags, f"models:/{name}/{version}")
+    return RegisteredOnnx(name=name, version=version, alias=alias, path=path, sha256=digest, tags=tags)

@@ -13,7 +13,6 @@ never rewrites the evidence of the version the alias points at.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -249,7 +248,7 @@ def _attest(registry: Registry, name: str, version: str, evidence: Mapping[str, 
     for step, item in evidence.items():
         files[f"{step}.json"] = item.path.read_bytes()
         if item.envelope is not None:
-            files[f"{step}{attest.ENVELOPE_SUFFIX}"] = (json.dumps(item.envelope, sort_keys=True) + "\n").encode()
+            files[f"{step}{attest.ENVELOPE_SUFFIX}"] = attest.envelope_bytes(item.envelope)
     if key is not None:
         assert decision.subject is not None
         predicate = {"decision": decision.status, "model_name": name, "version": version, "alias": alias,
@@ -258,7 +257,7 @@ def _attest(registry: Registry, name: str, version: str, evidence: Mapping[str, 
                                   for s, e in evidence.items()}}
         subject = [{"name": Path(decision.subject.artifact).name, "digest": {"sha256": decision.subject.sha256}}]
         envelope = attest.sign(attest.statement(subject, attest.PROMOTION_PREDICATE, predicate), key)
-        files[f"promotion{attest.ENVELOPE_SUFFIX}"] = (json.dumps(envelope, sort_keys=True) + "\n").encode()
+        files[f"promotion{attest.ENVELOPE_SUFFIX}"] = attest.envelope_bytes(envelope)
     uri = registry.store_attestations(name, version, files)
     return {ATTESTATION_URI_TAG: uri, "skewgate.attestation.signed": str(key is not None).lower()}
 

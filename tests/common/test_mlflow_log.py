@@ -1,13 +1,14 @@
 """mlflow_log against a real embedded MLflow store (sqlite); the HTTP server is covered in tests/integration."""
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from mlflow import MlflowClient
 
 from skewgate.common import mlflow_log
-from skewgate.common.errors import BackendError
+from skewgate.common.errors import Inconsistent, InputError, Rejected, Unreachable
 from skewgate.common.io import sha256_file
 from skewgate.common.verdict import Check, Verdict
 
@@ -120,22 +121,60 @@ def test_concurrent_registrations_of_one_file_keep_one_version(tracking, tiny_on
     assert len(versions) == 1 and winners == {str(versions[0].version)}
 
 
-def test_unreachable_server_gives_up_at_the_deadline():
+def test_unreachable_server_gives_up_at_the_deadline_naming_the_uri():
+    import re
     import time
 
     from skewgate.common.processes import free_port
 
+    uri = f"http://127.0.0.1:{free_port()}"
     started = time.monotonic()
-    with pytest.raises(BackendError, match="unreachable for 1s"):
-        mlflow_log.connect(f"http://127.0.0.1:{free_port()}", experiment="x", deadline_s=1.0)
+    with pytest.raises(Unreachable, match=re.escape(f"MLflow at {uri} unreachable for 1s")):
+        mlflow_log.connect(uri, experiment="x", deadline_s=1.0)
     assert time.monotonic() - started < 15
+
+
+def test_a_logged_verdict_that_does_not_parse_stays_an_input_error(tracking, tmp_path):
+    with tracking.step_run("export", pipeline_run_id="job-corrupt") as run:
+        corrupt = tmp_path / "export.verdict.json"
+        corrupt.write_text("{not json")
+        tracking.client.log_artifact(run.run_id, str(corrupt))
+    with pytest.raises(InputError, match=r"export\.verdict\.json: expected a verdict JSON file, found invalid JSON"):
+        mlflow_log.finish_pipeline_run(tracking, "job-corrupt", pipeline="release-gate")
+
+
+def test_a_refusal_is_rejected_naming_server_operation_and_code(tracking):
+    with tracking.step_run("promote", pipeline_run_id=None) as run:
+        registry = mlflow_log.MlflowRegistry(run)
+        with pytest.raises(Rejected, match=r"MLflow at sqlite:///.*: move alias 'champion' of 'absent' to v1 "
+                                           r"failed: MlflowException") as caught:
+            registry.set_alias("absent", "champion", "1")
+    assert caught.value.code == "RESOURCE_DOES_NOT_EXIST"
+
+
+class StoreThatLosesRuns:
+    """The seam `Tracking.client`: an MLflow store that accepts a new run, yet never finds it again."""
+
+    def search_runs(self, experiment_ids, filter_string, max_results=1000):
+        return []
+
+    def create_run(self, experiment_id, run_name, tags):
+        return SimpleNamespace(info=SimpleNamespace(run_id="r-lost"))
+
+    def set_terminated(self, run_id, status):
+        pass
+
+
+def test_a_created_run_that_a_search_cannot_find_is_inconsistent():
+    tracking = mlflow_log.Tracking(uri="http://mlflow:5000", experiment_id="1", client=StoreThatLosesRuns())
+    registry = mlflow_log.MlflowRegistry(mlflow_log.StepRun(tracking, "r-promote", "promote"))
+    with pytest.raises(Inconsistent, match=r"MLflow at http://mlflow:5000: promotion-log run r-lost was created, "
+                                           "yet a search for it finds none"):
+        registry.append_promotion_log("digits", {"at": "2026-01-01T00:00:00.000+00:00"})
 
 
 @pytest.mark.parametrize("layout", ["bare-folder", "kfp-output-without-suffix", "mlflow-model"])
 def test_fetch_registered_onnx_finds_the_file_by_its_evidence_digest(tracking, tmp_path, tiny_onnx, layout):
-    from skewgate.common.errors import InputError
-    from skewgate.common.io import sha256_file
-
     assert mlflow_log.fetch_registered_onnx(tracking, "digits", "champion", tmp_path / "none") is None
     folder = tmp_path / "upload"
     folder.mkdir()

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from skewgate.common.errors import BackendError, InputError
+from skewgate.common.errors import InputError, Rejected, Unreachable
 from skewgate.pipelines.cli import PIPELINES, load_pipeline
 from skewgate.pipelines.schedule import Schedule, check_cron, schedule
 
@@ -92,9 +92,37 @@ def test_cron_must_have_six_fields(cron):
         check_cron(cron)
 
 
-def test_unreachable_api_is_a_backend_error():
-    with pytest.raises(BackendError, match="KFP API: look up pipeline"):
+def test_unreachable_api_is_unreachable_naming_the_call():
+    with pytest.raises(Unreachable, match="KFP API: look up pipeline 'skewgate-"):
         schedule(FakeKfp(down=True), PLAN, pipelines=ALL)
+
+
+class ApiException(Exception):
+    """kfp_server_api's refusal: an HTTP status and reason."""
+
+    def __init__(self, status, reason):
+        super().__init__(f"({status}) Reason: {reason}")
+        self.status, self.reason = status, reason
+
+
+class RefusingKfp(FakeKfp):
+    def create_recurring_run(self, **kwargs):
+        raise ApiException(403, "Forbidden")
+
+
+def test_a_refusal_is_rejected_with_the_http_status():
+    with pytest.raises(Rejected, match=r"KFP API: create recurring run failed: ApiException: \(403\)") as caught:
+        schedule(RefusingKfp(), PLAN, pipelines=ALL)
+    assert caught.value.code == "403"
+
+
+def test_cli_unreachable_host_exits_2_naming_it(capsys):
+    from skewgate.cli import main
+    from skewgate.common.processes import free_port
+
+    host = f"http://127.0.0.1:{free_port()}"
+    assert main(["pipeline", "schedule", "--host", host]) == 2
+    assert f"skewgate pipeline schedule: KFP API at {host}: connect failed" in capsys.readouterr().err
 
 
 def test_cli_bad_cron_exits_2(capsys):

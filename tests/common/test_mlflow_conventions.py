@@ -1,0 +1,41 @@
+"""What skewgate writes into MLflow, by name and shape (pure: no store)."""
+
+import json
+
+import pytest
+
+from skewgate.common import mlflow_conventions as conv
+from skewgate.common.verdict import Check, Verdict
+
+
+@pytest.mark.parametrize(("name", "key"), [
+    ("parity.max_abs", "parity.max_abs"),
+    ("probe.http:infer", "probe.http_infer"),
+    ("drift.feature.px 0/a-b", "drift.feature.px 0/a-b"),
+], ids=["plain", "colon-replaced", "space-slash-dash-kept"])
+def test_metric_keys_are_what_mlflow_accepts(name, key):
+    assert conv.metric_key(name) == key
+
+
+def test_promotion_records_of_one_instant_never_share_a_file():
+    record = {"at": "2026-01-01T00:00:00.000+00:00", "model": "digits", "promoted": True}
+    (first, data), (second, _) = conv.promotion_record(record), conv.promotion_record(record)
+    assert first != second and first.startswith("2026-01-01T000000.000+0000-") and first.endswith(".json")
+    assert data.endswith(b"\n") and json.loads(data) == record
+
+
+@pytest.mark.parametrize(("run_date", "night"), [
+    ("2026-12-01T02:00:00+00:00", 20788),
+    ("2026-12-01T02:00:00", 20788),
+    ("2026-12-01T23:30:00-05:00", 20789),
+], ids=["utc", "naive-is-utc", "offset-counts-in-utc"])
+def test_a_nightly_verdict_is_one_point_per_night(run_date, night):
+    verdict = Verdict.from_checks("nightly-drift", [Check("ks_drift", passed=True, value=0.0)], subject=None,
+                                  details={"run_date": run_date})
+    assert conv.drift_night(verdict)[1] == night
+
+
+def test_step_tags_carry_the_verdict_digest():
+    verdict = Verdict.from_checks("export", [Check("a", passed=False, value=2.0)], subject=None)
+    assert conv.step_tags(verdict)[conv.VERDICT_DIGEST_TAG] == verdict.digest()
+    assert conv.step_metrics("export", verdict) == {"export.a": 2.0}

@@ -1,0 +1,116 @@
+"""`evaluate_and_record`: whatever happens, a verdict comes back, and only a recorded one keeps its status."""
+
+import json
+import re
+
+import pytest
+from mlflow import MlflowClient
+
+from skewgate.common import attest
+from skewgate.common.errors import InputError
+from skewgate.common.recording import TrackingOptions, evaluate_and_record, sign_verdict
+from skewgate.common.verdict import Check, Subject, Verdict
+
+SUBJECT = Subject(artifact="model.onnx", sha256="ab" * 32)
+
+
+def passing(run):
+    return Verdict.from_checks("export", [Check("opset", passed=True, value=17.0)], subject=SUBJECT)
+
+
+def _runs(uri):
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("skewgate")
+    return client, client.search_runs([experiment.experiment_id], "tags.`skewgate.step` = 'export'")
+
+
+def test_without_a_tracking_uri_the_verdict_is_evaluated_and_nothing_is_recorded():
+    seen = []
+    verdict = evaluate_and_record("export", lambda run: seen.append(run) or passing(run), TrackingOptions())
+    assert verdict.status == "pass" and seen == [None]
+
+
+@pytest.mark.parametrize(("error", "message"), [
+    (InputError("model.pt2", expected="a torch.export program", found="no such file"),
+     "model.pt2: expected a torch.export program, found no such file"),
+    (RuntimeError("CUDA out of memory"), "RuntimeError: CUDA out of memory"),
+], ids=["skewgate-error", "unexpected-error"])
+def test_an_evaluation_that_raises_is_an_error_verdict_naming_why(error, message):
+    def evaluate(run):
+        raise error
+
+    verdict = evaluate_and_record("export", evaluate, TrackingOptions())
+    assert verdict.status == "error" and verdict.step == "export"
+    assert verdict.message == message
+
+
+def test_the_verdict_and_its_envelope_are_recorded_in_the_step_run(tmp_path):
+    key_path, _ = attest.generate_keys(tmp_path / "keys")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    options = TrackingOptions(uri=uri, pipeline_run_id="job-1", signing_key=str(key_path))
+    verdict = evaluate_and_record("export", passing, options)
+    assert verdict.status == "pass"
+    client, [run] = _runs(uri)
+    assert run.data.tags["skewgate.status"] == "pass"
+    assert run.data.tags["skewgate.verdict_sha256"] == verdict.digest()
+    logged = Verdict.read(client.download_artifacts(run.info.run_id, "export.verdict.json", str(tmp_path)))
+    assert logged.digest() == verdict.digest()
+    envelope = client.download_artifacts(run.info.run_id, "export.verdict.intoto.jsonl", str(tmp_path))
+    # every writer stores the same bytes: the CLI's file beside --report, the component's output, this artifact
+    expected = attest.envelope_bytes(sign_verdict(verdict, str(key_path)))
+    with open(envelope, "rb") as handle:
+        assert handle.read() == expected
+    trusted = attest.load_trusted_keys([tmp_path / "keys" / attest.PUBLIC_KEY_FILE])
+    assert attest.verify_verdict(verdict, json.loads(expected), trusted, artifact_sha256=SUBJECT.sha256)
+
+
+def test_an_unreachable_tracking_server_makes_the_verdict_an_error_naming_it():
+    from skewgate.common.processes import free_port
+
+    uri = f"http://127.0.0.1:{free_port()}"
+    calls = []
+    verdict = evaluate_and_record("export", lambda run: calls.append(run) or passing(run),
+                                  TrackingOptions(uri=uri, deadline_s=0.5))
+    assert verdict.status == "error" and calls == []
+    assert re.search(rf"MLflow at {re.escape(uri)} unreachable", verdict.message)
+
+
+def test_a_verdict_that_could_not_be_recorded_does_not_keep_its_pass(tmp_path):
+    """An unrecorded verdict must not count as evidence: the run is deleted under the step, so logging fails."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+    def evaluate(run):
+        run.tracking.client.delete_run(run.run_id)
+        return passing(run)
+
+    verdict = evaluate_and_record("export", evaluate, TrackingOptions(uri=uri))
+    assert verdict.status == "error"
+    assert f"MLflow at {uri}: log the export verdict failed" in verdict.message
+
+
+def test_a_failed_evaluation_keeps_its_reason_when_recording_fails_too(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+    def evaluate(run):
+        run.tracking.client.delete_run(run.run_id)
+        raise InputError("model.pt2", expected="a torch.export program", found="no such file")
+
+    verdict = evaluate_and_record("export", evaluate, TrackingOptions(uri=uri))
+    assert verdict.status == "error"
+    assert verdict.message.startswith("model.pt2: expected a torch.export program, found no such file; MLflow at ")
+
+
+@pytest.mark.parametrize(("verdict", "signed"), [
+    (Verdict.from_checks("export", [Check("opset", passed=True)], subject=SUBJECT), True),
+    (Verdict.from_checks("export", [Check("opset", passed=False)], subject=SUBJECT), True),
+    (Verdict.from_checks("export", [Check("opset", passed=True)], subject=None), False),
+    (Verdict.error("export", "could not evaluate"), False),
+], ids=["pass-is-signed", "fail-is-signed", "no-subject-no-envelope", "error-no-envelope"])
+def test_only_a_judgement_about_an_artifact_is_signed(tmp_path, verdict, signed):
+    key_path, _ = attest.generate_keys(tmp_path)
+    assert (sign_verdict(verdict, str(key_path)) is not None) == signed
+
+
+def test_without_a_key_nothing_is_signed(monkeypatch):
+    monkeypatch.delenv(attest.SIGNING_KEY_ENV, raising=False)
+    assert sign_verdict(passing(None)) is None
