@@ -179,7 +179,7 @@ def test_an_mlflow_pytorch_model_uri_is_exported_with_a_dynamic_batch(tmp_path, 
     with pytest.raises(InputError, match="pass --allow-pickle if you trust that registry"):
         export_model(model=f"runs:/{run.info.run_id}/model", inputs=example_npz, out=tmp_path / "m.onnx")
     verdict = export_model(model=f"runs:/{run.info.run_id}/model", inputs=example_npz, out=tmp_path / "m.onnx",
-                           allow_pickle=True)
+                           options=ExportOptions(allow_pickle=True))
     assert verdict.status == "pass", verdict.message
     assert verdict.subject.source == f"runs:/{run.info.run_id}/model"
 
@@ -188,4 +188,4 @@ def test_an_mlflow_uri_that_does_not_resolve_is_bad_input(tmp_path, example_npz,
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     with pytest.raises(InputError, match="expected an MLflow pytorch model URI"):
         export_model(model="runs:/0123456789abcdef/model", inputs=example_npz, out=tmp_path / "m.onnx",
-                     allow_pickle=True)
+                     options=ExportOptions(allow_pickle=True))
