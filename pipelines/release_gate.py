@@ -23,8 +23,7 @@ from skewgate.pipelines.resources import Variant, apply, load_resources, one_lin
 from skewgate.pipelines.signing import mount_signing_key, signing_secret
 from skewgate.probe.component import triton_probe_op
 from skewgate.promote.component import gate_blocked, promote_op
-
-REQUIRED_STEPS = "export,calibrate,drift,parity,probe,compare"
+from skewgate.promote.run import REQUIRED_STEPS
 
 
 def build_release_gate(*, resources_file: Path | None = None, variant: Variant = "cpu",
@@ -212,7 +211,7 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
                 model_name=model_name,
                 tracking_uri=mlflow_tracking_uri,
                 alias=alias,
-                required_steps=REQUIRED_STEPS,
+                required_steps=",".join(REQUIRED_STEPS),
                 allow_warn=allow_warn,
                 pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
             )

@@ -7,10 +7,9 @@ import argparse
 from pathlib import Path
 from typing import get_args
 
-from skewgate.common.cli_support import add_common_args, run_step
-from skewgate.common.verdict import Verdict
+from skewgate.common.cli_support import add_common_args, exit_code, finish_cli, tracking_options
 from skewgate.compare.core import TaskChoice
-from skewgate.compare.run import DEFAULT_THRESHOLDS, CompareOptions
+from skewgate.compare.run import DEFAULT_THRESHOLDS, CompareOptions, run
 
 _DEFAULTS = CompareOptions()
 
@@ -50,16 +49,11 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     args = build_parser(parser).parse_args(argv)
-
-    def evaluate(run: object) -> Verdict:
-        from skewgate.common.mlflow_log import StepRun
-        from skewgate.compare.run import parse_thresholds, run_compare
-
-        options = CompareOptions(alias=args.alias, task=args.task, output=args.output, slice_key=args.slice_key,
-                                 thresholds=parse_thresholds(args.threshold), confidence=args.confidence,
-                                 resamples=args.resamples, seed=args.seed, max_churn=args.max_churn,
-                                 min_slice_size=args.min_slice_size)
-        return run_compare(run if isinstance(run, StepRun) else None, onnx=args.onnx, model_name=args.model_name,
-                           eval_data=args.eval, labels=args.labels, options=options, markdown=args.markdown)
-
-    return run_step("compare", args, evaluate)
+    options = CompareOptions(alias=args.alias, task=args.task, output=args.output, slice_key=args.slice_key,
+                             threshold_specs=tuple(args.threshold), confidence=args.confidence,
+                             resamples=args.resamples, seed=args.seed, max_churn=args.max_churn,
+                             min_slice_size=args.min_slice_size)
+    verdict = run(onnx=args.onnx, model_name=args.model_name, eval_data=args.eval, labels=args.labels,
+                  options=options, markdown=args.markdown, tracking=tracking_options(args))
+    finish_cli(verdict, args)
+    return exit_code(verdict)

@@ -24,17 +24,15 @@ def compare_op(
     pipeline_run_id: str = "",
 ) -> str:
     """Judge the candidate against the `alias` version of `model_name`; `thresholds` as `skewgate compare
-    --threshold` (`;`-separated), `max_churn` < 0: churn reported, not gated. Returns the verdict status."""
+    --threshold` (`;`-separated), `max_churn` < 0: churn reported, not gated. Returns the verdict status.
+    Defaults equal `CompareOptions` (KFP needs them spelled out; a test holds them equal)."""
     from skewgate.common.kfp_io import finish
-    from skewgate.common.recording import TrackingOptions, evaluate_and_record
-    from skewgate.compare.run import options_from_parameters, run_compare
+    from skewgate.common.recording import TrackingOptions
+    from skewgate.compare.run import options_from_parameters, run
 
-    result = evaluate_and_record(
-        "compare",
-        lambda run: run_compare(run, onnx=onnx_model.path, model_name=model_name, eval_data=eval_data.path,
-                                markdown=comparison.path,
-                                options=options_from_parameters(alias=alias, task=task, thresholds=thresholds,
-                                                                confidence=confidence, max_churn=max_churn)),
-        TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id),
-    )
+    options = options_from_parameters(alias=alias, task=task, thresholds=thresholds, confidence=confidence,
+                                      max_churn=max_churn)
+    result = run(onnx=onnx_model.path, model_name=model_name, eval_data=eval_data.path, markdown=comparison.path,
+                 options=options,
+                 tracking=TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id))
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

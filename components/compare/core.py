@@ -22,7 +22,7 @@ from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.runtime import run_by_name, session
 from skewgate.common.verdict import Check, Subject, Verdict
-from skewgate.compare.metrics import (
+from skewgate.compare.scoring.metrics import (
     HIGHER_IS_BETTER,
     METRICS,
     Scorer,
@@ -63,6 +63,37 @@ class Champion:
     path: Path
     sha256: str
     label: str  # for humans: "digits-cnn@champion (version 3)"
+    version: str | None = None  # the registered version, when it came from the registry
+
+
+@dataclass(frozen=True)
+class ChampionRecord:
+    label: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class CompareDetails:
+    """compare's `details`. `table` holds one row per (slice, metric); `slices` the per-slice summary with the
+    worst slice; `champion`, `champion_version` and `slices` are left out of the verdict when they do not apply
+    (no champion, no slice array), as they always were."""
+
+    task: Task
+    samples: int
+    metrics: list[str]
+    confidence: float
+    resamples: int
+    table: list[dict[str, Any]]
+    champion: ChampionRecord | None = None
+    champion_version: str | None = None
+    slices: dict[str, Any] | None = None
+
+    def as_mapping(self) -> dict[str, Any]:
+        """The verdict's `details`: every field that applies (absent, not null, when it does not)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if self.champion is not None:
+            fields["champion"] = dataclasses.asdict(self.champion)
+        return {name: value for name, value in fields.items() if value is not None}
 
 
 @dataclass(frozen=True)
@@ -86,8 +117,6 @@ def compare(*, candidate: str | Path, champion: Champion | None, eval_data: str 
     kind = _task(task, ours, targets, eval_data)
     data = {"eval": sha256_file(eval_data), **({"labels": labels_sha} if labels_sha else {})}
     subject = Subject(artifact=str(candidate), sha256=sha256_file(candidate), data=data)
-    details: dict[str, Any] = {"task": kind, "samples": len(targets), "metrics": list(METRICS[kind]),
-                               "confidence": judging.confidence, "resamples": judging.resamples}
     theirs = None
     if champion is None:
         checks = [Check("champion", passed=True, detail="no model version carries the alias: first promotion, "
@@ -101,19 +130,21 @@ def compare(*, candidate: str | Path, champion: Champion | None, eval_data: str 
                                                         "registry evidence")]
         data["champion"] = champion.sha256
         subject = dataclasses.replace(subject, data=data)
-        details["champion"] = {"label": champion.label, "sha256": champion.sha256}
     checks.append(_finite(ours))
     rows = _judge("", ours, theirs, targets, kind, judging)
     if theirs is not None and kind == "classification":
         checks.append(_churn(ours, theirs, judging.max_churn))
-    if slices is not None:
-        details["slices"] = _slice_rows(slices, ours, theirs, targets, kind, judging, rows)
+    slice_summary = None if slices is None else _slice_rows(slices, ours, theirs, targets, kind, judging, rows)
     checks += [row.pop("check") for row in rows if "check" in row]
-    details["table"] = [_json_safe(row) for row in rows]
-    if "slices" in details:
-        details["slices"]["slices"] = [_json_safe(row) for row in details["slices"]["slices"]]
-    verdict = Verdict.from_checks(STEP, checks, subject=subject, details=details)
-    worst = details.get("slices", {}).get("worst")
+    if slice_summary is not None:
+        slice_summary["slices"] = [_json_safe(row) for row in slice_summary["slices"]]
+    details = CompareDetails(
+        task=kind, samples=len(targets), metrics=list(METRICS[kind]), confidence=judging.confidence,
+        resamples=judging.resamples, table=[_json_safe(row) for row in rows],
+        champion=None if champion is None else ChampionRecord(label=champion.label, sha256=champion.sha256),
+        champion_version=None if champion is None else champion.version, slices=slice_summary)
+    verdict = Verdict.from_checks(STEP, checks, subject=subject, details=details.as_mapping())
+    worst = None if slice_summary is None else slice_summary["worst"]
     if worst is not None:
         verdict = dataclasses.replace(verdict, message=f"{verdict.message}; worst slice {worst['slice']!r} "
                                                        f"({worst['metric']} {worst['candidate']:.4g})")

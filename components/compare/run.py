@@ -1,20 +1,22 @@
 """The one entry the CLI and the KFP component call: fetch the champion from the registry (matched to its
-evidence), judge the candidate against it, and publish the champion-vs-candidate table."""
+evidence), judge the candidate against it, and publish the champion-vs-candidate table (Markdown, escaped)."""
 
 from __future__ import annotations
 
 import dataclasses
+import html
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, cast, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 from skewgate.common.errors import InputError
 from skewgate.common.publishing import publish, write_text
+from skewgate.common.recording import TrackingOptions, evaluate_and_record
 from skewgate.common.verdict import Verdict
-from skewgate.compare.core import Champion, Judging, TaskChoice, Threshold, compare
-from skewgate.compare.report import comparison_markdown
+from skewgate.compare.core import STEP, Champion, Judging, TaskChoice, Threshold, compare
 
 if TYPE_CHECKING:
     from skewgate.common.mlflow_log import StepRun
@@ -30,13 +32,18 @@ DEFAULT_THRESHOLDS: dict[str, Threshold] = {
 THRESHOLD_FIELDS = tuple(f.name for f in dataclasses.fields(Threshold))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CompareOptions:
+    """Every default of `skewgate compare` and `compare_op` lives here."""
+
     alias: str = "champion"
     task: TaskChoice = "auto"
     output: str | None = None  # graph output to judge (default: the first)
     slice_key: str = "slices"  # eval array naming each sample's slice; judged per slice when present
     thresholds: Mapping[str, Threshold] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
+    # `METRIC:FIELD=VALUE[,…]` changes over `thresholds`, as the user spelled them: read when judging starts, so
+    # that a bad one is an `error` verdict recorded like any other bad input
+    threshold_specs: tuple[str, ...] = ()
     confidence: float = 0.95
     resamples: int = 1000
     seed: int = 0
@@ -45,11 +52,16 @@ class CompareOptions:
     max_slices: int = 50
 
     def judging(self) -> Judging:
+        """The judging parameters, validated (`InputError` for bad ones)."""
+        choices = get_args(TaskChoice)
+        if self.task not in choices:
+            raise InputError("task", expected=f"one of {choices}", found=repr(self.task))
         if not 0.5 <= self.confidence < 1:
             raise InputError("confidence", expected="a level in [0.5, 1)", found=str(self.confidence))
         if self.resamples < 100:
             raise InputError("resamples", expected="at least 100 bootstrap resamples", found=str(self.resamples))
-        return Judging(thresholds=self.thresholds, confidence=self.confidence, resamples=self.resamples,
+        thresholds = parse_thresholds(list(self.threshold_specs), base=self.thresholds)
+        return Judging(thresholds=thresholds, confidence=self.confidence, resamples=self.resamples,
                        seed=self.seed, max_churn=self.max_churn, min_slice_size=self.min_slice_size)
 
 
@@ -80,21 +92,31 @@ def parse_thresholds(specs: list[str], *, base: Mapping[str, Threshold] | None =
 
 def options_from_parameters(*, alias: str, task: str, thresholds: str, confidence: float,
                             max_churn: float) -> CompareOptions:
-    """Options from pipeline parameters (plain strings and numbers); `max_churn` < 0 means not gated."""
-    choices = get_args(TaskChoice)
-    if task not in choices:
-        raise InputError("task", expected=f"one of {choices}", found=repr(task))
-    return CompareOptions(alias=alias, task=cast(TaskChoice, task), thresholds=parse_thresholds([thresholds]),
-                          confidence=confidence, max_churn=max_churn if max_churn >= 0 else None)
+    """Options from pipeline parameters (plain strings and numbers; `judging()` validates them); `thresholds` as
+    `--threshold`, `;`-separated; `max_churn` < 0 means not gated."""
+    return CompareOptions(alias=alias, task=cast(TaskChoice, task),
+                          threshold_specs=(thresholds,) if thresholds else (), confidence=confidence,
+                          max_churn=max_churn if max_churn >= 0 else None)
 
 
-def run_compare(run: StepRun | None, *, onnx: str | Path, model_name: str, eval_data: str | Path,
-                labels: str | Path | None = None, options: CompareOptions | None = None,
-                markdown: str | Path | None = None) -> Verdict:
-    """Judge `onnx` against the `options.alias` version of `model_name`; write the table to `markdown`."""
+def run(*, onnx: str | Path, model_name: str, eval_data: str | Path, options: CompareOptions,
+        tracking: TrackingOptions, labels: str | Path | None = None, markdown: str | Path | None = None) -> Verdict:
+    """Judge `onnx` against the `options.alias` version of `model_name` inside the step's MLflow run (never
+    raises: `error` verdict); the champion-vs-candidate table goes to MLflow, and to `markdown` when given."""
+
+    def evaluate(step_run: object) -> Verdict:
+        from skewgate.common.mlflow_log import StepRun
+
+        return _judge_in_run(step_run if isinstance(step_run, StepRun) else None, onnx=onnx, model_name=model_name,
+                             eval_data=eval_data, labels=labels, options=options, markdown=markdown)
+
+    return evaluate_and_record(STEP, evaluate, tracking)
+
+
+def _judge_in_run(run: StepRun | None, *, onnx: str | Path, model_name: str, eval_data: str | Path,
+                  labels: str | Path | None, options: CompareOptions, markdown: str | Path | None) -> Verdict:
     from skewgate.common.mlflow_log import fetch_registered_onnx
 
-    options = options or CompareOptions()
     judging = options.judging()
     if run is None:
         raise InputError("--tracking-uri", expected="an MLflow tracking URI (the champion lives in the registry)",
@@ -102,19 +124,61 @@ def run_compare(run: StepRun | None, *, onnx: str | Path, model_name: str, eval_
     with tempfile.TemporaryDirectory() as tmp:
         registered = fetch_registered_onnx(run.tracking, model_name, options.alias, Path(tmp))
         champion = None if registered is None else Champion(
-            path=registered.path, sha256=registered.sha256,
+            path=registered.path, sha256=registered.sha256, version=registered.version,
             label=f"{model_name}@{options.alias} (version {registered.version})")
         verdict = compare(candidate=onnx, champion=champion, eval_data=eval_data, labels=labels, task=options.task,
                           output=options.output, slice_key=options.slice_key, max_slices=options.max_slices,
                           judging=judging)
         if registered is not None:
-            tags = {"skewgate.compare.champion_version": registered.version,
-                    "skewgate.compare.champion_sha256": registered.sha256}
-            verdict = dataclasses.replace(verdict, registry_tags=tags,
-                                          details={**verdict.details, "champion_version": registered.version})
+            verdict = dataclasses.replace(verdict, registry_tags={
+                "skewgate.compare.champion_version": registered.version,
+                "skewgate.compare.champion_sha256": registered.sha256})
         # the table always reaches MLflow as comparison.md, and `markdown` too when asked (the KFP UI's output)
         final = verdict
         publish(run, tables={"comparison.json": list(verdict.details["table"])},
                 outputs=[(markdown or Path(tmp) / "comparison.md", "comparison.md",
                           write_text(lambda: comparison_markdown(final)))])
     return verdict
+
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+
+
+def escape(text: object) -> str:
+    """Plain text for a Markdown table cell: no HTML, no emphasis or links, no cell breaks."""
+    return _MARKDOWN.sub(r"\\\1", html.escape(str(text), quote=False)).replace("\n", " ").replace("\r", " ")
+
+
+def comparison_markdown(verdict: Verdict) -> str:
+    details = verdict.details
+    champion = details.get("champion")
+    lines = [f"# compare: {verdict.status.upper()}", "", escape(verdict.message), "",
+             f"Task: {escape(details.get('task'))}, {details.get('samples')} samples; champion: "
+             + (escape(champion["label"]) if champion else "none (first promotion)"), "",
+             "| slice | metric | champion | candidate | difference | interval | allowed regression | result |",
+             "|---|---|---|---|---|---|---|---|"]
+    confidence = details.get("confidence", 0.95)
+    for row in details.get("table", []):
+        interval = "" if "ci_low" not in row else f"[{row['ci_low']:+.4g}, {row['ci_high']:+.4g}]"
+        result = "" if "passed" not in row else ("ok" if row["passed"] else "**blocked**")
+        lines.append(f"| {escape(row['slice'])} | {row['metric']} | {_num(row.get('champion'))} "
+                     f"| {_num(row['candidate'])} | {_num(row.get('difference'), sign=True)} | {interval} "
+                     f"| {_num(row.get('allowed'))} | {result} |")
+    lines.append(f"\nIntervals: paired bootstrap, {details.get('resamples')} resamples, {confidence:.0%}.")
+    slices = details.get("slices")
+    if slices:
+        worst = slices.get("worst")
+        if worst:
+            lines.append(f"\nWorst slice: **{escape(worst['slice'])}** ({worst['metric']} "
+                         f"{_num(worst['candidate'])}).")
+        small = [s for s in slices["slices"] if not s["judged"]]
+        if small:
+            lines.append(f"\nNot judged (fewer than {slices['min_size']} samples): "
+                         + ", ".join(f"{escape(s['slice'])} ({s['samples']})" for s in small))
+    return "\n".join(lines) + "\n"
+
+
+def _num(value: Any, *, sign: bool = False) -> str:
+    if value is None:
+        return ""
+    return f"{value:+.4g}" if sign else f"{value:.4g}"

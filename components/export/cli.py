@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from skewgate.common.cli_support import add_common_args, run_step
-from skewgate.common.compare import Tolerance
-from skewgate.common.verdict import Verdict
+from skewgate.common.cli_support import add_common_args, exit_code, finish_cli, tracking_options
+from skewgate.export.run import ExportOptions, run
+
+_DEFAULTS = ExportOptions()
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -24,33 +25,17 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="override the dtype-default tolerance for one output (repeatable)")
     parser.add_argument("--allow-pickle", action="store_true",
                         help="allow an MLflow pytorch model URI: it unpickles code, so trusted registries only")
-    parser.add_argument("--max-samples", type=int, default=64,
-                        help="examples used for comparison and batch invariance (default: 64)")
+    parser.add_argument("--max-samples", type=int, default=_DEFAULTS.max_samples,
+                        help=f"examples used for comparison and batch invariance (default: {_DEFAULTS.max_samples})")
     add_common_args(parser)
     return parser
 
 
-def _tolerances(items: list[str]) -> dict[str, Tolerance]:
-    from skewgate.common.errors import InputError
-
-    result = {}
-    for item in items:
-        name, _, spec = item.partition("=")
-        try:
-            result[name] = Tolerance.parse(spec)
-        except ValueError as err:
-            raise InputError("--tolerance", field=item, expected="OUTPUT=RTOL,ATOL", found=str(err)) from err
-    return result
-
-
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     args = build_parser(parser).parse_args(argv)
-
-    def evaluate(_run: object) -> Verdict:
-        from skewgate.export.core import export_model
-
-        return export_model(model=args.model, inputs=args.inputs, out=args.out,
-                            tolerances=_tolerances(args.tolerance), max_samples=args.max_samples,
+    options = ExportOptions(tolerances=tuple(args.tolerance), max_samples=args.max_samples,
                             allow_pickle=args.allow_pickle)
-
-    return run_step("export", args, evaluate)
+    verdict = run(model=args.model, inputs=args.inputs, out=args.out, options=options,
+                  tracking=tracking_options(args))
+    finish_cli(verdict, args)
+    return exit_code(verdict)

@@ -18,16 +18,18 @@ def export_op(
     experiment: str = "skewgate",
     pipeline_run_id: str = "",
     max_samples: int = 64,
+    tolerances: str = "",
 ) -> str:
-    """Export the .pt2 to ONNX and judge it; returns the verdict status. Raises when it could not evaluate."""
-    from skewgate.common.kfp_io import finish
-    from skewgate.common.recording import TrackingOptions, evaluate_and_record
-    from skewgate.export.core import export_model
+    """Export the .pt2 to ONNX and judge it; returns the verdict status. Raises when it could not evaluate.
 
-    result = evaluate_and_record(
-        "export",
-        lambda _run: export_model(model=model.path, inputs=example_inputs.path, out=onnx_model.path,
-                                  max_samples=max_samples),
-        TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id),
-    )
+    `tolerances`: `OUTPUT=RTOL,ATOL` overrides as `skewgate export --tolerance`, `;`-separated. Defaults equal
+    `ExportOptions` (KFP needs them spelled out; a test holds them equal).
+    """
+    from skewgate.common.kfp_io import finish
+    from skewgate.common.recording import TrackingOptions
+    from skewgate.export.run import ExportOptions, run
+
+    result = run(model=model.path, inputs=example_inputs.path, out=onnx_model.path,
+                 options=ExportOptions(tolerances=(tolerances,) if tolerances else (), max_samples=max_samples),
+                 tracking=TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id))
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

@@ -1,8 +1,9 @@
 """Export a PyTorch model to ONNX with the dynamo exporter and judge the result against PyTorch itself.
 
 Checks: outputs match (assert_close semantics), the batch dimension is dynamic, batch invariance (batch 1,
-an odd size, the largest), determinism (two runs bit-identical), finite example inputs, the input hash chain,
-and the model lint from `lint.py`. The verdict's subject is the ONNX file: its SHA-256 is what promote checks.
+an odd size, the largest), determinism (two runs bit-identical), finite example inputs, the input hash chain
+(`checks/behaviour.py`), and the model lint (`checks/lint.py`). The verdict's subject is the ONNX file: its
+SHA-256 is what promote checks.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,11 +21,13 @@ import numpy as np
 from skewgate.common.batching import Runner, batch_invariance
 from skewgate.common.compare import Tolerance, compare_close
 from skewgate.common.errors import ExportError, InputError
-from skewgate.common.io import TensorSpec, load_npz, load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.io import TensorSpec, load_npz, load_onnx, sha256_file
 from skewgate.common.pt2 import load_program, quiet
 from skewgate.common.tensor_stats import sha256_array, summarize
 from skewgate.common.verdict import Check, Subject, TensorStats, Verdict
-from skewgate.export.lint import lint_program
+from skewgate.export.checks.behaviour import determinism, dynamic_batch, finite_inputs, hash_chain
+from skewgate.export.checks.lint import lint_program
+from skewgate.export.run import ExportOptions
 
 if TYPE_CHECKING:
     import onnx
@@ -33,33 +37,50 @@ log = logging.getLogger(__name__)
 STEP = "export"
 
 
-def export_model(
-    *,
-    model: str | Path,
-    inputs: str | Path,
-    out: str | Path,
-    tolerances: Mapping[str, Tolerance] | None = None,
-    max_samples: int = 64,
-    allow_pickle: bool = False,
-) -> Verdict:
+@dataclass(frozen=True)
+class InputHashChain:
+    """SHA-256 of the example inputs: the file, each array as loaded, and as each runtime was fed it."""
+
+    file: str
+    loaded: Mapping[str, str]
+    torch_fed: Mapping[str, str]
+    onnxruntime_fed: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class ExportDetails:
+    """export's `details`: how each GELU is approximated in the program and in the ONNX graph (a `tanh` one
+    served where `none` was trained shifts outputs), and the input hash chain."""
+
+    gelu_approximations: Mapping[str, int]
+    gelu_sites: Mapping[str, str]  # `module:node` → approximation, in the program
+    onnx_gelu: Mapping[str, str]  # ONNX node → approximation
+    input_hash_chain: InputHashChain
+
+
+def export_model(*, model: str | Path, inputs: str | Path, out: str | Path,
+                 options: ExportOptions | None = None) -> Verdict:
     """Export `model` (a `.pt2` ExportedProgram or an MLflow pytorch model URI) to `out` and judge it.
 
-    `tolerances` overrides the dtype-default tolerance per output name. Batch invariance and the comparison
-    use the first `max_samples` examples (batch invariance runs each of them alone, so this bounds its cost).
+    `options.tolerances` override the dtype-default tolerance per output name. Batch invariance and the
+    comparison use the first `options.max_samples` examples (batch invariance runs each of them alone, so this
+    bounds its cost).
     """
+    options = options or ExportOptions()
+    tolerances = parse_tolerances(options.tolerances)  # bad input is refused before any work
     out = Path(out)
-    program, source_sha = load_program(str(model), inputs, allow_pickle=allow_pickle)
+    program, source_sha = load_program(str(model), inputs, allow_pickle=options.allow_pickle)
     specs = _input_specs(program)
     arrays = load_npz(inputs, expected=specs)
-    feeds = {spec.name: arrays[spec.name][:max_samples] for spec in specs}
-    checks: list[Check] = [_finite_inputs(feeds)]
-    lint_checks, details = lint_program(program)
+    feeds = {spec.name: arrays[spec.name][:options.max_samples] for spec in specs}
+    checks: list[Check] = [finite_inputs(feeds)]
+    lint_checks, gelus = lint_program(program)
     checks += lint_checks
 
     log.info("exporting %s to ONNX (dynamo exporter)", model)
     _export_onnx(program, feeds, out)
     onnx_model = load_onnx(out)
-    details["onnx_gelu"] = {n.name: _gelu_mode(n) for n in onnx_model.graph.node if n.op_type == "Gelu"}
+    onnx_gelu = {n.name: _gelu_mode(n) for n in onnx_model.graph.node if n.op_type == "Gelu"}
     run_torch, torch_fed = _torch_runner(program)
     run_ort, ort_fed = _ort_runner(out)
 
@@ -69,7 +90,6 @@ def export_model(
     names = [o.name for o in onnx_model.graph.output]
     if len(names) != len(torch_out):
         raise ExportError(f"{out}: ONNX has {len(names)} outputs but PyTorch returned {len(torch_out)}")
-    tolerances = dict(tolerances or {})
     unknown = sorted(set(tolerances) - set(names))
     if unknown:
         raise InputError("--tolerance", field=", ".join(unknown), expected=f"one of the outputs {names}",
@@ -81,23 +101,37 @@ def export_model(
                             detail=f"ORT vs torch (rtol {tols[name].rtol:g}, atol {tols[name].atol:g}): "
                                    + closeness.describe()))
 
-    dynamic = _dynamic_batch(onnx_model)
-    checks.append(Check("dynamic_batch", passed=dynamic, value=float(dynamic), limit=1.0,
-                        detail="batch dimension of every input is symbolic" if dynamic else
-                        "the batch dimension is static: export the program with dynamic_shapes"))
+    dynamic = dynamic_batch(onnx_model)
+    checks.append(dynamic)
     log.info("checking batch invariance and determinism")
     for runtime, runner in (("torch", run_torch), ("onnxruntime", run_ort)):
-        checks.append(batch_invariance(runtime, runner, feeds, names, tols, dynamic=dynamic))
-        checks.append(_determinism(runtime, runner, feeds))
+        checks.append(batch_invariance(runtime, runner, feeds, names, tols, dynamic=dynamic.passed))
+        checks.append(determinism(runtime, runner, feeds))
 
     loaded = {n: sha256_array(a) for n, a in feeds.items()}
-    details["input_hash_chain"] = {"file": sha256_file(inputs), "loaded": loaded, "torch_fed": torch_fed,
-                                   "onnxruntime_fed": ort_fed}
-    checks.append(_hash_chain_check(loaded, torch_fed, ort_fed))
+    checks.append(hash_chain(loaded, torch_fed, ort_fed))
+    details = ExportDetails(gelu_approximations=gelus.approximations, gelu_sites=gelus.sites, onnx_gelu=onnx_gelu,
+                            input_hash_chain=InputHashChain(file=sha256_file(inputs), loaded=loaded,
+                                                            torch_fed=torch_fed, onnxruntime_fed=ort_fed))
     stats = _stats(feeds, names, torch_out, ort_out)
     subject = Subject(artifact=str(out), sha256=sha256_file(out), data={"inputs": sha256_file(inputs)},
                       source=str(model), source_sha256=source_sha)
     return Verdict.from_checks(STEP, checks, subject=subject, stats=stats, details=details)
+
+
+def parse_tolerances(items: Iterable[str]) -> dict[str, Tolerance]:
+    """`OUTPUT=RTOL,ATOL` items (each may hold several, `;`-separated; empty ones are skipped) → output →
+    tolerance."""
+    result = {}
+    for item in (part.strip() for text in items for part in text.split(";")):
+        if not item:
+            continue
+        name, _, spec = item.partition("=")
+        try:
+            result[name] = Tolerance.parse(spec)
+        except ValueError as err:
+            raise InputError("--tolerance", field=item, expected="OUTPUT=RTOL,ATOL", found=str(err)) from err
+    return result
 
 
 def _input_specs(program: torch.export.ExportedProgram) -> list[TensorSpec]:
@@ -120,13 +154,12 @@ def _export_onnx(program: torch.export.ExportedProgram, feeds: dict[str, np.ndar
     try:
         with quiet(), contextlib.redirect_stdout(chatter):
             onnx_program = torch.onnx.export(program, args, dynamo=True, verbose=False)
-            if onnx_program is None:
-                raise ExportError("torch.onnx.export returned no program")
-            onnx_program.save(str(out))
-    except ExportError:
-        raise
-    except Exception as err:
+            if onnx_program is not None:
+                onnx_program.save(str(out))
+    except Exception as err:  # the exporter's boundary: whatever it raises, the export failed
         raise ExportError(f"dynamo ONNX export failed: {type(err).__name__}: {err}") from err
+    if onnx_program is None:
+        raise ExportError("torch.onnx.export returned no program")
 
 
 def _torch_runner(program: torch.export.ExportedProgram) -> tuple[Runner, dict[str, str]]:
@@ -169,33 +202,6 @@ def _ort_runner(path: Path) -> tuple[Runner, dict[str, str]]:
 
 def _batch(feeds: Mapping[str, np.ndarray]) -> int:
     return int(next(iter(feeds.values())).shape[0])
-
-
-def _finite_inputs(feeds: Mapping[str, np.ndarray]) -> Check:
-    bad = {n: int((~np.isfinite(a)).sum()) for n, a in feeds.items() if a.dtype.kind in "fc"}
-    bad = {n: c for n, c in bad.items() if c}
-    return Check("inputs_finite", passed=not bad, value=sum(bad.values()), limit=0,
-                 detail=f"NaN/Inf values in example inputs: {bad}" if bad else "all example inputs are finite")
-
-
-def _determinism(runtime: str, run: Runner, feeds: dict[str, np.ndarray]) -> Check:
-    first = [sha256_array(o) for o in run(feeds)]
-    second = [sha256_array(o) for o in run(feeds)]
-    same = first == second
-    return Check(f"determinism.{runtime}", passed=same, value=float(same), limit=1.0,
-                 detail="two runs bit-identical" if same else
-                 "two runs on the same inputs differ (active dropout or another random op?)")
-
-
-def _hash_chain_check(loaded: Mapping[str, str], torch_fed: Mapping[str, str], ort_fed: Mapping[str, str]) -> Check:
-    changed = [n for n in loaded if not (loaded[n] == torch_fed.get(n) == ort_fed.get(n))]
-    return Check("input_hash_chain", passed=not changed, value=len(changed), limit=0,
-                 detail=f"inputs changed between loading and feeding: {changed}" if changed else
-                 "PyTorch and ONNX Runtime were fed the exact tensors that were loaded")
-
-
-def _dynamic_batch(model: onnx.ModelProto) -> bool:
-    return all(spec.shape and spec.shape[0] is None for spec in onnx_input_specs(model))
 
 
 def _gelu_mode(node: onnx.NodeProto) -> str:

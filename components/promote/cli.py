@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 
 from skewgate.common.cli_support import add_common_args, exit_code, finish_cli, tracking_options
-from skewgate.promote.core import REQUIRED_STEPS
-from skewgate.promote.run import PromoteOptions, run
+from skewgate.promote.run import PromoteOptions, run, split_steps
+
+_DEFAULTS = PromoteOptions()
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -19,9 +20,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--onnx", required=True, type=Path, help="the ONNX file to promote")
     parser.add_argument("--verdicts", required=True, type=Path,
                         help="directory of verdict JSON files, each with its <stem>.intoto.jsonl envelope")
-    parser.add_argument("--alias", default="champion", help="alias to set (default: champion)")
-    parser.add_argument("--require", default=",".join(REQUIRED_STEPS),
-                        help=f"comma-separated steps that must pass (default: {','.join(REQUIRED_STEPS)})")
+    parser.add_argument("--alias", default=_DEFAULTS.alias, help=f"alias to set (default: {_DEFAULTS.alias})")
+    required = ",".join(_DEFAULTS.required)
+    parser.add_argument("--require", default=required,
+                        help=f"comma-separated steps that must pass (default: {required})")
     parser.add_argument("--allow-warn", action="store_true", help="accept `warn` verdicts as passing")
     parser.add_argument("--trusted-key", action="append", default=[], metavar="PUB",
                         help="public key whose signatures count (repeatable; $SKEWGATE_TRUSTED_KEYS adds more)")
@@ -39,11 +41,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     args = build_parser(parser).parse_args(argv)
-    options = PromoteOptions(
-        model_name=args.model_name, onnx=args.onnx, verdicts_dir=args.verdicts, alias=args.alias,
-        required=tuple(s.strip() for s in args.require.split(",") if s.strip()), allow_warn=args.allow_warn,
-        trusted_keys=tuple(args.trusted_key), allow_unsigned=args.allow_unsigned, version=args.version,
-        example_inputs=args.example_inputs, int8=args.int8)
-    verdict = run(options, tracking_options(args))
+    options = PromoteOptions(alias=args.alias, required=split_steps(args.require), allow_warn=args.allow_warn,
+                             trusted_keys=tuple(args.trusted_key), allow_unsigned=args.allow_unsigned,
+                             version=args.version)
+    verdict = run(model_name=args.model_name, onnx=args.onnx, verdicts_dir=args.verdicts, options=options,
+                  tracking=tracking_options(args), int8=args.int8, example_inputs=args.example_inputs)
     finish_cli(verdict, args)
     return exit_code(verdict)

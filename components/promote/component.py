@@ -39,38 +39,30 @@ def promote_op(
     """Promote only on complete, matching, signed evidence; returns `pass` (promoted) or `fail` (refused).
 
     `trusted_public_keys` holds PEM public keys (one or several, concatenated): the signatures that count.
+    Defaults equal `PromoteOptions` (KFP needs them spelled out; a test holds them equal).
     """
-    import re
-    import shutil
     import tempfile
     from pathlib import Path
 
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions
-    from skewgate.promote.run import PromoteOptions, run
+    from skewgate.promote.run import PromoteOptions, gather_verdicts, run, split_steps, write_trusted_keys
 
     with tempfile.TemporaryDirectory() as work:
-        verdicts_dir, keys = Path(work) / "verdicts", []
-        verdicts_dir.mkdir()
-        for step, (found, signed) in {"export": (export_verdict, export_attestation),
-                                      "calibrate": (calibrate_verdict, calibrate_attestation),
-                                      "drift": (drift_verdict, drift_attestation),
-                                      "parity": (parity_verdict, parity_attestation),
-                                      "probe": (probe_verdict, probe_attestation),
-                                      "compare": (compare_verdict, compare_attestation)}.items():
-            shutil.copy(found.path, verdicts_dir / f"{step}.json")
-            shutil.copy(signed.path, verdicts_dir / f"{step}.intoto.jsonl")
-        pems = re.findall(r"-----BEGIN PUBLIC KEY-----.+?-----END PUBLIC KEY-----", trusted_public_keys, re.S)
-        for index, pem in enumerate(pems):
-            keys.append(Path(work) / f"trusted-{index}.pub")
-            keys[-1].write_text(pem + "\n", encoding="utf-8")
-        options = PromoteOptions(
-            model_name=model_name, onnx=Path(onnx_model.path), verdicts_dir=verdicts_dir, alias=alias,
-            required=tuple(s.strip() for s in required_steps.split(",") if s.strip()), allow_warn=allow_warn,
-            trusted_keys=tuple(str(k) for k in keys), allow_unsigned=allow_unsigned,
-            example_inputs=Path(example_inputs.path), int8=Path(int8_model.path))
-        result = run(options, TrackingOptions(uri=tracking_uri, experiment=model_name,
-                                              pipeline_run_id=pipeline_run_id))
+        verdicts_dir = gather_verdicts({"export": (export_verdict.path, export_attestation.path),
+                                        "calibrate": (calibrate_verdict.path, calibrate_attestation.path),
+                                        "drift": (drift_verdict.path, drift_attestation.path),
+                                        "parity": (parity_verdict.path, parity_attestation.path),
+                                        "probe": (probe_verdict.path, probe_attestation.path),
+                                        "compare": (compare_verdict.path, compare_attestation.path)},
+                                       Path(work) / "verdicts")
+        options = PromoteOptions(alias=alias, required=split_steps(required_steps), allow_warn=allow_warn,
+                                 trusted_keys=write_trusted_keys(trusted_public_keys, Path(work)),
+                                 allow_unsigned=allow_unsigned)
+        result = run(model_name=model_name, onnx=Path(onnx_model.path), verdicts_dir=verdicts_dir, options=options,
+                     tracking=TrackingOptions(uri=tracking_uri, experiment=model_name,
+                                              pipeline_run_id=pipeline_run_id),
+                     int8=Path(int8_model.path), example_inputs=Path(example_inputs.path))
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,6 @@ from skewgate.common.verdict import Check, Subject, Verdict
 
 log = logging.getLogger(__name__)
 STEP = "promote"
-REQUIRED_STEPS: tuple[str, ...] = ("export", "calibrate", "drift", "parity", "probe", "compare")
 OUTCOME_TAGS = ("skewgate.promotion.status", "skewgate.promotion.reason")
 ATTESTATION_URI_TAG = "skewgate.attestation.uri"
 INT8_SUFFIX = "-int8"
@@ -45,11 +44,12 @@ class Evidence:
     envelope_problem: str = ""  # why there is no usable envelope
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Policy:
-    """What promote requires: the steps, whether `warn` passes, whose signatures count, and the pipeline run."""
+    """What promote requires: the steps, whether `warn` passes, whose signatures count, and the pipeline run.
+    No default for `required`: that one lives in `run.PromoteOptions`."""
 
-    required: Sequence[str] = REQUIRED_STEPS
+    required: Sequence[str]
     allow_warn: bool = False
     trusted_keys: Mapping[str, Any] | None = None  # key id → Ed25519 public key
     allow_unsigned: bool = False
@@ -59,6 +59,22 @@ class Policy:
         return {"required": list(self.required), "allow_warn": self.allow_warn,
                 "trusted_keys": sorted(self.trusted_keys or {}), "allow_unsigned": self.allow_unsigned,
                 "pipeline_run_id": self.pipeline_run_id}
+
+
+@dataclass(frozen=True)
+class PromoteDetails:
+    """promote's `details`: what was decided about which version (`common.outcome` reads `version` and
+    `reason`)."""
+
+    model_name: str
+    version: str
+    alias: str
+    promoted: bool
+    previous_alias_version: str | None
+    reason: str
+    outcome_tags_written: bool
+    int8_version: str | None
+    policy: Mapping[str, Any] = field(default_factory=dict)  # `Policy.describe()`
 
 
 def load_evidence(directory: str | Path) -> dict[str, Evidence]:
@@ -126,8 +142,8 @@ def promote(
     onnx: str | Path,
     verdicts_dir: str | Path,
     registry: Registry,
-    alias: str = "champion",
-    policy: Policy | None = None,
+    policy: Policy,
+    alias: str,
     version: str | None = None,
     signing_key: attest.SigningKey | None = None,
     int8: str | Path | None = None,
@@ -138,7 +154,6 @@ def promote(
     digest and alias: serving code picks a precision by model name) — only when calibrate and parity both
     judged exactly that file (their signed verdicts name its SHA-256), and its alias moves with the FP32 one.
     """
-    policy = policy or Policy()
     onnx = Path(onnx)
     load_onnx(onnx)  # a truncated or non-ONNX file is bad input, not a refusal
     sha = sha256_file(onnx)
@@ -203,10 +218,9 @@ def promote(
     outcome_written = protected or _write_outcome(registry, model_name, version, promoted, reason,
                                                   description(evidence, decision, policy))
     log.info("%s v%s: %s (%s)", model_name, version, "promoted" if promoted else "refused", reason)
-    details = {"model_name": model_name, "version": version, "alias": alias, "promoted": promoted,
-               "previous_alias_version": previous, "reason": reason, "outcome_tags_written": outcome_written,
-               "int8_version": int8_version,
-               "policy": policy.describe()}
+    details = PromoteDetails(model_name=model_name, version=version, alias=alias, promoted=promoted,
+                             previous_alias_version=previous, reason=reason, outcome_tags_written=outcome_written,
+                             int8_version=int8_version, policy=policy.describe())
     return Verdict(step=STEP, status=decision.status, checks=decision.checks, subject=decision.subject,
                    message=f"{'promoted' if promoted else 'refused'}: {reason}", versions=decision.versions,
                    details=details)
@@ -305,7 +319,7 @@ def _write_outcome(registry: Registry, name: str, version: str, promoted: bool, 
     return True
 
 
-def input_example(npz: str | Path, onnx: str | Path, *, rows: int = 2) -> dict[str, Any]:
+def input_example(npz: str | Path, onnx: str | Path, *, rows: int) -> dict[str, Any]:
     """The first `rows` samples of each model input in `npz`: the registered model's input example."""
     from skewgate.common.io import load_npz, onnx_input_specs
 

@@ -2,36 +2,64 @@
 
 from __future__ import annotations
 
+import re
+import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from skewgate.common.recording import TrackingOptions, evaluate_and_record
 from skewgate.common.verdict import Verdict
-from skewgate.promote.core import REQUIRED_STEPS
 
 STEP = "promote"
+# What a release needs by default: every gate of the release-gate pipeline.
+REQUIRED_STEPS: tuple[str, ...] = ("export", "calibrate", "drift", "parity", "probe", "compare")
+_PEM = re.compile(r"-----BEGIN PUBLIC KEY-----.+?-----END PUBLIC KEY-----", re.S)
 
 
 @dataclass(frozen=True, kw_only=True)
 class PromoteOptions:
-    """Every default of `skewgate promote` and `promote_op` lives here."""
+    """Every default of `skewgate promote` and `promote_op` lives here (the files are `run`'s arguments)."""
 
-    model_name: str
-    onnx: Path
-    verdicts_dir: Path
     alias: str = "champion"
     required: tuple[str, ...] = REQUIRED_STEPS
     allow_warn: bool = False
     trusted_keys: tuple[str, ...] = ()  # public key files; $SKEWGATE_TRUSTED_KEYS adds more
     allow_unsigned: bool = False  # local experiments only: evidence then needs no signature
-    version: str | None = None
-    example_inputs: Path | None = None  # .npz whose first rows become the registered model's input example
-    int8: Path | None = None  # calibrate's INT8 model, registered beside as `<model_name>-int8`
-    example_rows: int = 2
+    version: str | None = None  # promote this registered version instead of finding or registering one
+    example_rows: int = 2  # rows of `example_inputs` that become the registered model's input example
 
 
-def run(options: PromoteOptions, tracking: TrackingOptions) -> Verdict:
-    """Promote inside the step's MLflow run; the verdict says what happened (never raises)."""
+def split_steps(text: str) -> tuple[str, ...]:
+    """`export, drift` → ("export", "drift"): the `--require` / `required_steps` spelling."""
+    return tuple(s.strip() for s in text.split(",") if s.strip())
+
+
+def gather_verdicts(found: Mapping[str, tuple[str | Path, str | Path]], folder: Path) -> Path:
+    """Lay out step → (verdict, envelope) files as promote reads them: `<step>.json` beside
+    `<step>.intoto.jsonl` in `folder` (KFP hands each artifact over under its own path)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for step, (verdict, envelope) in found.items():
+        shutil.copy(verdict, folder / f"{step}.json")
+        shutil.copy(envelope, folder / f"{step}.intoto.jsonl")
+    return folder
+
+
+def write_trusted_keys(pems: str, folder: Path) -> tuple[str, ...]:
+    """Every PEM public key in `pems` (one or several, concatenated) as a file of its own in `folder`."""
+    paths = []
+    for index, pem in enumerate(_PEM.findall(pems)):
+        path = folder / f"trusted-{index}.pub"
+        path.write_text(pem + "\n", encoding="utf-8")
+        paths.append(str(path))
+    return tuple(paths)
+
+
+def run(*, model_name: str, onnx: Path, verdicts_dir: Path, options: PromoteOptions, tracking: TrackingOptions,
+        int8: Path | None = None, example_inputs: Path | None = None) -> Verdict:
+    """Promote `onnx` as `model_name` on the evidence in `verdicts_dir`, inside the step's MLflow run; the verdict
+    says what happened (never raises). `int8`: calibrate's INT8 model, registered beside as `<model_name>-int8`;
+    `example_inputs`: the .npz whose first rows become the registered model's input example."""
 
     def evaluate(step_run: object) -> Verdict:
         from skewgate.common import attest
@@ -46,11 +74,11 @@ def run(options: PromoteOptions, tracking: TrackingOptions) -> Verdict:
         policy = Policy(required=options.required, allow_warn=options.allow_warn,
                         trusted_keys=trusted, allow_unsigned=options.allow_unsigned,
                         pipeline_run_id=tracking.pipeline_run_id)
-        example = (input_example(options.example_inputs, options.onnx, rows=options.example_rows)
-                   if options.example_inputs else None)
-        return promote(model_name=options.model_name, onnx=options.onnx, verdicts_dir=options.verdicts_dir,
+        example = (input_example(example_inputs, onnx, rows=options.example_rows)
+                   if example_inputs is not None else None)
+        return promote(model_name=model_name, onnx=onnx, verdicts_dir=verdicts_dir,
                        registry=MlflowRegistry(step_run, input_example=example), alias=options.alias,
                        policy=policy, version=options.version,
-                       signing_key=attest.signing_key_from_env(tracking.signing_key or None), int8=options.int8)
+                       signing_key=attest.signing_key_from_env(tracking.signing_key or None), int8=int8)
 
     return evaluate_and_record(STEP, evaluate, tracking)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from skewgate.common.cli_support import configure_logging, exit_code, summary, write_report
-from skewgate.common.errors import SkewgateError
-from skewgate.common.verdict import Verdict
+from skewgate.verify.run import VerifyOptions, run
+
+_DEFAULTS = VerifyOptions()
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -19,7 +19,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.description = ("Re-check a champion from the registry alone: the registered ONNX digest, promote's "
                           "signed decision and every required step's signed verdict.")
     parser.add_argument("--model-name", required=True, help="registered model name")
-    parser.add_argument("--alias", default="champion", help="alias to verify (default: champion)")
+    parser.add_argument("--alias", default=_DEFAULTS.alias, help=f"alias to verify (default: {_DEFAULTS.alias})")
     parser.add_argument("--trusted-key", action="append", default=[], metavar="PUB",
                         help="public key whose signatures count (repeatable; $SKEWGATE_TRUSTED_KEYS adds more)")
     parser.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", ""),
@@ -32,19 +32,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     args = build_parser(parser).parse_args(argv)
     configure_logging(quiet=args.quiet)
-    try:
-        from skewgate.common import attest, mlflow_log
-        from skewgate.verify.core import verify_champion
-
-        trusted = attest.load_trusted_keys(attest.trusted_key_paths(args.trusted_key))
-        if not args.tracking_uri:
-            raise SkewgateError("no registry: set --tracking-uri or MLFLOW_TRACKING_URI")
-        source = mlflow_log.RegistryChampions(args.tracking_uri)
-        with tempfile.TemporaryDirectory() as workdir:
-            verdict = verify_champion(model_name=args.model_name, alias=args.alias, source=source,
-                                      trusted=trusted, workdir=Path(workdir))
-    except SkewgateError as err:
-        verdict = Verdict.error("verify", str(err))
+    verdict = run(model_name=args.model_name, tracking_uri=args.tracking_uri,
+                  options=VerifyOptions(alias=args.alias, trusted_keys=tuple(args.trusted_key)))
     if args.report:
         write_report(verdict, args.report)
     text = summary(verdict)

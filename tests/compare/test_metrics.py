@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, f1_score, mean_absolute_error, mean_squared_error
 
-from skewgate.compare.metrics import (
+from skewgate.compare.scoring.metrics import (
     classification_scorer,
     paired_intervals,
     point,

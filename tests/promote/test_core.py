@@ -21,11 +21,12 @@ PIPELINE_KEY, OTHER_KEY = _key(), _key()
 TRUSTED = {PIPELINE_KEY.keyid: PIPELINE_KEY.key.public_key()}
 
 
-def promote(*, required=("export",), allow_warn=False, trusted=TRUSTED, pipeline_run_id="", **kwargs):
+def promote(*, required=("export",), allow_warn=False, trusted=TRUSTED, pipeline_run_id="", alias="champion",
+            **kwargs):
     """promote with a policy that trusts the pipeline's key and requires `export` unless told otherwise."""
     policy = Policy(required=tuple(required), allow_warn=allow_warn, trusted_keys=trusted,
                     pipeline_run_id=pipeline_run_id)
-    return promote_core(policy=policy, signing_key=PIPELINE_KEY, **kwargs)
+    return promote_core(policy=policy, alias=alias, signing_key=PIPELINE_KEY, **kwargs)
 
 
 def _verdict(step, status_checks, sha):

@@ -105,10 +105,10 @@ def test_a_verdict_replayed_from_another_pipeline_run_is_refused(onnx_file, tmp_
 def test_without_trusted_keys_unsigned_evidence_needs_an_explicit_opt_in(onnx_file, tmp_path):
     verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)), key=None)
     refused = promote_core(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=FakeRegistry(),
-                           policy=Policy(required=("export",)))
+                           alias="champion", policy=Policy(required=("export",)))
     assert refused.status == "fail" and "--allow-unsigned" in refused.message
     allowed = promote_core(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=FakeRegistry(),
-                           policy=Policy(required=("export",), allow_unsigned=True))
+                           alias="champion", policy=Policy(required=("export",), allow_unsigned=True))
     assert allowed.status == "pass"
 
 

@@ -7,6 +7,8 @@ the module path (`nn_module_stack`) and the ops keep the training flags they wer
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,6 +36,14 @@ _DROPOUT = {
 }
 
 
+@dataclass(frozen=True)
+class GeluUse:
+    """Each GELU's approximation (`none` = erf, `tanh`): counted, and by `module:node` site."""
+
+    approximations: Mapping[str, int]
+    sites: Mapping[str, str]
+
+
 def _module_path(node: torch.fx.Node) -> str:
     stack = node.meta.get("nn_module_stack") or {}
     paths = [path for path, _cls in stack.values() if path]
@@ -46,9 +56,9 @@ def _flag(node: torch.fx.Node, index: int, keyword: str) -> bool:
     return bool(node.kwargs.get(keyword, False))
 
 
-def lint_program(program: torch.export.ExportedProgram) -> tuple[list[Check], dict[str, object]]:
+def lint_program(program: torch.export.ExportedProgram) -> tuple[list[Check], GeluUse]:
     """Checks for training-mode BatchNorm and Dropout, untouched or non-finite BatchNorm statistics and
-    non-finite weights; details record each GELU's approximation (`none` = erf, `tanh`)."""
+    non-finite weights; and the GELUs met on the way."""
     training_bn: list[str] = []
     active_dropout: list[str] = []
     gelus: Counter[str] = Counter()
@@ -85,8 +95,7 @@ def lint_program(program: torch.export.ExportedProgram) -> tuple[list[Check], di
         Check("lint.weights_finite", passed=not nonfinite, value=len(nonfinite), limit=0,
               detail=_listing("NaN/Inf in", nonfinite)),
     ]
-    details: dict[str, object] = {"gelu_approximations": dict(gelus), "gelu_sites": gelu_sites}
-    return checks, details
+    return checks, GeluUse(approximations=dict(gelus), sites=gelu_sites)
 
 
 def _dropout_p(node: torch.fx.Node) -> float:

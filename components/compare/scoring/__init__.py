@@ -1,0 +1,1 @@
+"""compare's scoring: metrics over bootstrap count rows and paired intervals (`metrics.py`)."""

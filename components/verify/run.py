@@ -1,0 +1,38 @@
+"""The one entry of `skewgate verify`: resolve the registry, load the trusted keys, re-check the champion."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from skewgate.common.errors import SkewgateError
+from skewgate.common.verdict import Verdict
+
+STEP = "verify"
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyOptions:
+    """Every default of `skewgate verify` lives here."""
+
+    alias: str = "champion"
+    trusted_keys: tuple[str, ...] = ()  # public key files; $SKEWGATE_TRUSTED_KEYS adds more
+
+
+def run(*, model_name: str, tracking_uri: str, options: VerifyOptions) -> Verdict:
+    """Re-check the `options.alias` version of `model_name` in the registry at `tracking_uri`. Never raises:
+    what could not be checked (no registry, no key, registry down) is an `error` verdict."""
+    try:
+        from skewgate.common import attest, mlflow_log
+        from skewgate.verify.core import verify_champion
+
+        trusted = attest.load_trusted_keys(attest.trusted_key_paths(options.trusted_keys))
+        if not tracking_uri:
+            raise SkewgateError("no registry: set --tracking-uri or MLFLOW_TRACKING_URI")
+        source = mlflow_log.RegistryChampions(tracking_uri)
+        with tempfile.TemporaryDirectory() as workdir:
+            return verify_champion(model_name=model_name, alias=options.alias, source=source, trusted=trusted,
+                                   workdir=Path(workdir))
+    except SkewgateError as err:  # skewgate's own errors only: anything else is a bug and must show as one
+        return Verdict.error(STEP, str(err))

@@ -1,0 +1,46 @@
+"""promote_op as KFP sees it: it compiles, its defaults are `PromoteOptions`'s, and it lays the pipeline's
+artifacts out as promote reads them."""
+
+import yaml
+from kfp import compiler
+
+from skewgate.common import attest
+from skewgate.promote.component import gate_blocked, promote_op
+from skewgate.promote.run import PromoteOptions, gather_verdicts, split_steps, write_trusted_keys
+
+
+def _defaults(component, tmp_path):
+    path = tmp_path / "component.yaml"
+    compiler.Compiler().compile(component, str(path))
+    parameters = yaml.safe_load(path.read_text())["root"]["inputDefinitions"]["parameters"]
+    return {name: spec["defaultValue"] for name, spec in parameters.items() if "defaultValue" in spec}
+
+
+def test_compiles_with_the_options_defaults(tmp_path):
+    defaults = _defaults(promote_op, tmp_path)
+    options = PromoteOptions()
+    assert split_steps(defaults.pop("required_steps")) == options.required
+    assert defaults == {"alias": options.alias, "allow_warn": options.allow_warn,
+                        "allow_unsigned": options.allow_unsigned, "trusted_public_keys": "", "pipeline_run_id": ""}
+
+
+def test_gate_blocked_compiles(tmp_path):
+    compiler.Compiler().compile(gate_blocked, str(tmp_path / "blocked.yaml"))
+    assert "gate-blocked" in (tmp_path / "blocked.yaml").read_text()
+
+
+def test_every_concatenated_public_key_becomes_a_trusted_key(tmp_path):
+    publics = [attest.generate_keys(tmp_path / name)[1] for name in ("a", "b")]
+    text = "\n".join(p.read_text() for p in publics) + "\nnot a key\n"
+    written = write_trusted_keys(text, tmp_path)
+    assert sorted(attest.load_trusted_keys(written)) == sorted(attest.load_trusted_keys(publics))
+    assert write_trusted_keys("", tmp_path) == ()
+
+
+def test_verdicts_are_laid_out_by_step_beside_their_envelopes(tmp_path):
+    verdict, envelope = tmp_path / "v", tmp_path / "e"
+    verdict.write_text("{}")
+    envelope.write_text("[]")
+    folder = gather_verdicts({"export": (verdict, envelope)}, tmp_path / "verdicts")
+    assert sorted(p.name for p in folder.iterdir()) == ["export.intoto.jsonl", "export.json"]
+    assert attest.envelope_path(folder / "export.json") == folder / "export.intoto.jsonl"
