@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from skewgate.common import attest
-from skewgate.common.errors import BackendError, InputError
+from skewgate.common.errors import BackendError, Inconsistent, InputError
 from skewgate.common.io import load_onnx, sha256_file
 from skewgate.common.registry import Registry
 from skewgate.common.verdict import Check, Subject, Verdict
@@ -195,7 +195,7 @@ def promote(
         differing = sorted(k for k, v in tags.items()
                            if readback.get(k) != v and not (k == ATTESTATION_URI_TAG and readback.get(k)))
         if differing:
-            raise BackendError(f"registry tags of {model_name} v{version} did not read back: {differing}; "
+            raise Inconsistent(f"registry tags of {model_name} v{version} did not read back: {differing}; "
                                f"alias {alias!r} not moved")
     registry.append_promotion_log(model_name, {
         "at": datetime.now(UTC).isoformat(timespec="milliseconds"), "model": model_name, "version": version,
@@ -285,7 +285,7 @@ def _move_alias(registry: Registry, name: str, alias: str, version: str) -> None
             raise
     now = registry.get_alias(name, alias)
     if now != version:
-        raise BackendError(f"alias {alias!r} of {name} reads back as version {now}, not {version} (moved by a "
+        raise Inconsistent(f"alias {alias!r} of {name} reads back as version {now}, not {version} (moved by a "
                            "concurrent promotion?)")
 
 

@@ -2,7 +2,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from skewgate.common import attest
-from skewgate.common.errors import BackendError, InputError
+from skewgate.common.errors import Inconsistent, InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.promote.core import Policy, decide
@@ -141,7 +141,7 @@ def test_same_promotion_twice_creates_one_version(onnx_file, tmp_path):
 def test_tags_that_do_not_read_back_stop_the_alias(onnx_file, tmp_path):
     verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
     registry = FakeRegistry(drop_tags_on_write=True)
-    with pytest.raises(BackendError, match="did not read back"):
+    with pytest.raises(Inconsistent, match="did not read back"):
         promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
     assert registry.get_alias(NAME, "champion") is None
 
