@@ -27,7 +27,7 @@ COMMANDS = {
     "compare": ("skewgate.compare.cli", "candidate vs the registry's champion: metrics, churn, slices"),
     "promote": ("skewgate.promote.cli", "fail-closed registry promotion from signed verdicts"),
     "verify": ("skewgate.verify.cli", "re-check a champion's signed evidence from the registry alone"),
-    "keys": ("skewgate.verify.keys", "generate the Ed25519 key pair that signs and checks verdicts"),
+    "keys": ("skewgate.keys.cli", "generate the Ed25519 key pair that signs and checks verdicts"),
     "pipeline": ("skewgate.pipelines.cli", "compile, run locally, submit or schedule the pipelines"),
     "demo": ("skewgate.demo.run", "train the digits CNN and gate a good and a defective candidate"),
 }

@@ -16,6 +16,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,3 +233,16 @@ def verify_verdict(verdict: Verdict, envelope: Mapping[str, Any], trusted: Mappi
     if signed_digest != artifact_sha256:
         raise SignatureInvalid(f"signed for artifact sha256 {signed_digest}, not {artifact_sha256}")
     return signer
+
+
+_PEM = re.compile(r"-----BEGIN PUBLIC KEY-----.+?-----END PUBLIC KEY-----", re.S)
+
+
+def write_trusted_keys(pems: str, folder: Path) -> tuple[str, ...]:
+    """Every PEM public key in `pems` (one or several, concatenated) as a file of its own in `folder`."""
+    paths = []
+    for index, pem in enumerate(_PEM.findall(pems)):
+        path = folder / f"trusted-{index}.pub"
+        path.write_text(pem + "\n", encoding="utf-8")
+        paths.append(str(path))
+    return tuple(paths)

@@ -44,9 +44,10 @@ def promote_op(
     import tempfile
     from pathlib import Path
 
+    from skewgate.common.attest import write_trusted_keys
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions
-    from skewgate.promote.run import PromoteOptions, gather_verdicts, run, split_steps, write_trusted_keys
+    from skewgate.promote.run import PromoteOptions, gather_verdicts, run, split_steps
 
     with tempfile.TemporaryDirectory() as work:
         verdicts_dir = gather_verdicts({"export": (export_verdict.path, export_attestation.path),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,7 +13,6 @@ from skewgate.common.verdict import Verdict
 STEP = "promote"
 # What a release needs by default: every gate of the release-gate pipeline.
 REQUIRED_STEPS: tuple[str, ...] = ("export", "calibrate", "drift", "parity", "probe", "compare")
-_PEM = re.compile(r"-----BEGIN PUBLIC KEY-----.+?-----END PUBLIC KEY-----", re.S)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,16 +41,6 @@ def gather_verdicts(found: Mapping[str, tuple[str | Path, str | Path]], folder: 
         shutil.copy(verdict, folder / f"{step}.json")
         shutil.copy(envelope, folder / f"{step}.intoto.jsonl")
     return folder
-
-
-def write_trusted_keys(pems: str, folder: Path) -> tuple[str, ...]:
-    """Every PEM public key in `pems` (one or several, concatenated) as a file of its own in `folder`."""
-    paths = []
-    for index, pem in enumerate(_PEM.findall(pems)):
-        path = folder / f"trusted-{index}.pub"
-        path.write_text(pem + "\n", encoding="utf-8")
-        paths.append(str(path))
-    return tuple(paths)
 
 
 def run(*, model_name: str, onnx: Path, verdicts_dir: Path, options: PromoteOptions, tracking: TrackingOptions,

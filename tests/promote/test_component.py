@@ -5,8 +5,9 @@ import yaml
 from kfp import compiler
 
 from skewgate.common import attest
+from skewgate.common.attest import write_trusted_keys
 from skewgate.promote.component import gate_blocked, promote_op
-from skewgate.promote.run import PromoteOptions, gather_verdicts, split_steps, write_trusted_keys
+from skewgate.promote.run import PromoteOptions, gather_verdicts, split_steps
 
 
 def _defaults(component, tmp_path):

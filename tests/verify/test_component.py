@@ -1,0 +1,53 @@
+"""verify_op as KFP sees it: it compiles with `VerifyOptions`'s defaults, and its body judges a registry."""
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from kfp import compiler
+
+from skewgate.common import attest
+from skewgate.verify.component import verify_op
+from skewgate.verify.run import VerifyOptions
+
+
+def test_compiles_with_the_options_defaults(tmp_path):
+    path = tmp_path / "verify.yaml"
+    compiler.Compiler().compile(verify_op, str(path))
+    parameters = yaml.safe_load(path.read_text())["root"]["inputDefinitions"]["parameters"]
+    assert {n: p["defaultValue"] for n, p in parameters.items() if "defaultValue" in p} == {
+        "alias": VerifyOptions().alias}
+
+
+class _Metrics:
+    def __init__(self):
+        self.logged = {}
+
+    def log_metric(self, name, value):
+        self.logged[name] = value
+
+
+def _outputs(tmp_path):
+    return {name: SimpleNamespace(path=str(tmp_path / name), metadata={}) for name in ("verdict", "report")}
+
+
+def test_a_registry_without_the_champion_fails_naming_it(tmp_path):
+    attest.generate_keys(tmp_path / "keys")
+    pem = (tmp_path / "keys" / "skewgate.pub").read_text()
+    out = _outputs(tmp_path)
+    metrics = _Metrics()
+    status = verify_op.python_func(model_name="nobody", tracking_uri=f"sqlite:///{tmp_path / 'm.db'}",
+                                   trusted_public_keys=pem, verdict=out["verdict"], metrics=metrics,
+                                   report=out["report"])
+    verdict = json.loads((tmp_path / "verdict").read_text())
+    assert status == "fail" and verdict["status"] == "fail"
+    assert "no alias 'champion'" in verdict["checks"][0]["detail"]
+    assert metrics.logged["passed"] == 0.0
+
+
+def test_no_trusted_key_fails_the_task(tmp_path):
+    out = _outputs(tmp_path)
+    with pytest.raises(Exception, match="trusted public key"):
+        verify_op.python_func(model_name="m", tracking_uri=f"sqlite:///{tmp_path / 'm.db'}", trusted_public_keys="",
+                              verdict=out["verdict"], metrics=_Metrics(), report=out["report"])
