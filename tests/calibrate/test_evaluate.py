@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from skewgate.calibrate.evaluate import Reference, agreement, compare
+from skewgate.calibrate.int8.evaluate import Reference, agreement, compare
 
 
 def test_probabilities_are_compared_as_they_are():

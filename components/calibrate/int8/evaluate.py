@@ -12,15 +12,15 @@ deployed one, the gap is the share of the damage that the fused kernels add)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from skewgate.calibrate.collect import batches
-from skewgate.calibrate.quantize import WEIGHTED_OPS
+from skewgate.calibrate.int8.collect import batches
+from skewgate.calibrate.int8.quantize import WEIGHTED_OPS
 from skewgate.common.compare import Tolerance
 from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import InputError
@@ -170,21 +170,61 @@ def _sqnr_db(actual: np.ndarray, expected: np.ndarray) -> float | None:
     return 10 * math.log10(max(float(np.sum(expected.astype(np.float64) ** 2)), 1e-300) / noise)
 
 
-def layerwise(fp32: onnx.ModelProto, int8: onnx.ModelProto, data: Mapping[str, np.ndarray], ref: Reference, *,
-              batch_size: int, ranges: Mapping[str, tuple[float, float]] | None = None) -> Layerwise:
+KEEP_BYTES = 64 * 2**20  # FP32 intermediates kept for the second layerwise view; beyond this they are recomputed
+
+
+class Fp32Side:
+    """The layerwise view's FP32 side, one per run: the FP32 model with intermediates exposed, its session built
+    once, and its values over the eval set kept (up to `keep_bytes`, so memory stays bounded) — the view of the
+    final INT8 model then compares against them instead of running FP32 over the eval set again."""
+
+    def __init__(self, model: onnx.ModelProto, data: Mapping[str, np.ndarray], *, batch_size: int,
+                 keep_bytes: int = KEEP_BYTES) -> None:
+        self.model, self.data, self.batch_size, self.keep_bytes = model, data, batch_size, keep_bytes
+        self.values = onnx_values(model)
+        self.runs = 0  # passes of the FP32 model over the eval set (what the kept values save)
+        self._exposed: frozenset[str] = frozenset()
+        self._session: Any = None
+        self._kept: list[dict[str, np.ndarray]] | None = None
+
+    def batches(self, names: Collection[str], *, stage: str) -> Iterator[tuple[dict[str, np.ndarray],
+                                                                              dict[str, np.ndarray]]]:
+        """Per eval batch: its feeds, and the FP32 graph outputs and values `names` (at least) with the feeds."""
+        wanted = frozenset(names) - set(self.data)
+        if self._kept is not None and wanted <= self._exposed:
+            for (_start, feeds), values in zip(batches(self.data, self.batch_size, stage=stage), self._kept,
+                                               strict=True):
+                yield feeds, {**feeds, **values}
+            return
+        if self._session is None or not wanted <= self._exposed:
+            self._session = session(with_intermediates(self.model, sorted(wanted)), arena=False)
+            self._exposed, self._kept = wanted, None
+        kept: list[dict[str, np.ndarray]] | None = []
+        size = 0
+        self.runs += 1
+        for _start, feeds in batches(self.data, self.batch_size, stage=stage):
+            values = run_by_name(self._session, feeds)
+            if kept is not None:
+                size += sum(v.nbytes for v in values.values())
+                kept = [*kept, values] if size <= self.keep_bytes else None
+            yield feeds, {**feeds, **values}
+        self._kept = kept
+
+
+def layerwise(fp32: Fp32Side, int8: onnx.ModelProto, ref: Reference, *,
+              ranges: Mapping[str, tuple[float, float]] | None = None) -> Layerwise:
     """Per-layer SQNR and (given `ranges`) coverage of the calibrated ranges, with intermediates exposed."""
-    values = onnx_values(fp32)
+    data = fp32.data
     # node outputs, and the graph inputs too: their own quantisation error
-    pairs = quantized_counterparts([*data, *values], onnx_values(int8))  # INT8 value → FP32 value
-    fp32_names = sorted({*pairs.values(), *(ranges or {})} - set(data))
-    fp32_session = session(with_intermediates(fp32, fp32_names), arena=False)
+    pairs = quantized_counterparts([*data, *fp32.values], onnx_values(int8))  # INT8 value → FP32 value
     int8_session = session(with_intermediates(int8, [p for p in pairs if p not in data]), arena=False)
     errors: dict[str, RunningError] = {}
     outside: dict[str, list[int]] = {}  # tensor → [out of range, total]
     rng = np.random.default_rng(0)
     exposed: dict[str, list[np.ndarray]] = {n: [] for n in ref.names}
-    for _start, feeds in batches(data, batch_size, stage="layerwise FP32 vs INT8 (diagnostic)"):
-        a, b = {**feeds, **run_by_name(fp32_session, feeds)}, {**feeds, **run_by_name(int8_session, feeds)}
+    for feeds, a in fp32.batches({*pairs.values(), *(ranges or {})},
+                                 stage="layerwise FP32 vs INT8 (diagnostic)"):
+        b = {**feeds, **run_by_name(int8_session, feeds)}
         for name in ref.names:
             exposed[name].append(b[name])
         for int8_name, name in pairs.items():
@@ -197,7 +237,7 @@ def layerwise(fp32: onnx.ModelProto, int8: onnx.ModelProto, data: Mapping[str, n
                 counts[1] += a[name].size
         del a, b
     unfused = compare(ref, {n: np.concatenate(v) for n, v in exposed.items()})
-    return Layerwise(_layer_rows(values, errors, data), {k: v[0] / max(v[1], 1) for k, v in outside.items()},
+    return Layerwise(_layer_rows(fp32.values, errors, data), {k: v[0] / max(v[1], 1) for k, v in outside.items()},
                      unfused.drop)
 
 
