@@ -1,9 +1,14 @@
 """The verdict's figures from final outputs: which outputs are scored how."""
 
 import numpy as np
+import onnx
 import pytest
 
-from skewgate.calibrate.int8.evaluate import Reference, agreement, compare
+from skewgate.calibrate.int8.evaluate import Fp32Side, Reference, agreement, compare, judge, layerwise, reference
+from skewgate.calibrate.int8.quantize import quantize
+from skewgate.common.errors import InputError
+from skewgate.common.io import sha256_file
+from tests.calibrate import models
 
 
 def test_probabilities_are_compared_as_they_are():
@@ -40,3 +45,81 @@ def test_no_classifier_output_scores_nothing():
     ref = Reference(["reg"], [np.ones((4, 1))], frozenset(), None, None)
     result = compare(ref, {"reg": np.ones((4, 1))})
     assert result.logits == {} and result.drop == 0.0 and result.accuracy_fp32 is None
+
+
+# The model-file views, on a tiny MLP (tests/calibrate/models.py: x → mm1 → Relu → mm2 → y [→ Softmax → p]).
+
+RANGES = {"x": (-1.0, 1.0), "mm1_out": (-4.0, 4.0), "h": (0.0, 4.0), "y": (-8.0, 8.0), "p": (0.0, 1.0)}
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    path = models.tiny_mlp(tmp_path / "tiny.onnx")
+    return path, onnx.load(path), {"x": np.random.default_rng(1).uniform(-1, 1, (200, 4)).astype(np.float32)}
+
+
+def test_the_fp32_file_judged_against_its_own_reference_loses_nothing(tiny):
+    path, model, data = tiny
+    ref = reference(path, model, data, None, batch_size=32, source="eval.npz")
+    assert ref.names == ["y"] and ref.outputs[0].shape == (200, 3) and ref.classifiers == ["y"]
+    result = judge(ref, path, data, batch_size=7)  # batching is not part of the answer
+    assert result.drop == 0.0 and result.logits["top1_agreement"] == 1.0
+    assert result.logits["kl_divergence"] == pytest.approx(0.0, abs=1e-9)
+    assert result.sha256 == sha256_file(path)
+
+
+def ort_argmax(path, data):
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, data)[0].argmax(-1)
+
+
+def test_the_int8_file_is_judged_as_written(tiny, tmp_path):
+    path, model, data = tiny
+    labels = np.asarray(ort_argmax(path, data))
+    ref = reference(path, model, data, labels, batch_size=32, source="eval.npz")
+    int8 = quantize(model, RANGES, tmp_path / "int8.onnx")
+    result = judge(ref, int8, data, batch_size=32)
+    assert result.accuracy_fp32 == 1.0 and result.drop == pytest.approx(1.0 - result.accuracy_int8)
+    assert result.sha256 == sha256_file(int8)
+    assert result.outputs["y"]["sqnr_db"] is not None and result.outputs["y"]["sqnr_db"] > 10
+
+
+def test_softmax_outputs_are_marked_as_probabilities(tmp_path):
+    path = models.tiny_mlp(tmp_path / "soft.onnx", softmax=True)
+    ref = reference(path, onnx.load(path), {"x": np.ones((4, 4), np.float32)}, None, batch_size=2, source="e")
+    assert ref.names == ["p"] and ref.probabilities == frozenset({"p"})
+
+
+def test_labels_need_an_output_with_a_class_axis(tmp_path):
+    path = models.tiny_mlp(tmp_path / "reg.onnx", classes=1)
+    with pytest.raises(InputError, match=r"eval.npz: labels: expected a model output with a class axis last"):
+        reference(path, onnx.load(path), {"x": np.ones((4, 4), np.float32)}, np.zeros(4, np.int64), batch_size=2,
+                  source="eval.npz")
+
+
+def test_layerwise_counts_eval_values_outside_the_calibrated_range(tiny, tmp_path):
+    path, model, data = tiny
+    ref = reference(path, model, data, None, batch_size=32, source="eval.npz")
+    int8 = onnx.load(quantize(model, RANGES, tmp_path / "int8.onnx"))
+    view = layerwise(Fp32Side(model, data, batch_size=32), int8, ref, ranges={**RANGES, "x": (-0.5, 0.5)})
+    assert view.uncovered["x"] == pytest.approx(np.mean(np.abs(data["x"]) > 0.5))
+    assert view.uncovered["y"] == 0.0
+    assert [r["value"] for r in view.layers][:1] == ["x"]  # the input's own quantisation error comes first
+    assert {r["node"] for r in view.layers} >= {"mm1", "mm2"}
+
+
+@pytest.mark.parametrize("keep_bytes, fp32_passes", [(models.MIB, 1), (0, 2)], ids=["kept", "over-the-limit"])
+def test_the_fp32_side_runs_once_when_its_values_fit(tiny, tmp_path, keep_bytes, fp32_passes):
+    """The final view (after the budget loop) compares with the FP32 values of the first: kept, not recomputed,
+    unless they exceed `keep_bytes`; either way the figures are the same."""
+    path, model, data = tiny
+    ref = reference(path, model, data, None, batch_size=32, source="eval.npz")
+    side = Fp32Side(model, data, batch_size=32, keep_bytes=keep_bytes)
+    first = onnx.load(quantize(model, RANGES, tmp_path / "first.onnx"))
+    final = onnx.load(quantize(model, RANGES, tmp_path / "final.onnx", exclude=["mm2"]))
+    layerwise(side, first, ref, ranges=RANGES)
+    view = layerwise(side, final, ref)
+    fresh = layerwise(Fp32Side(model, data, batch_size=32), final, ref)
+    assert side.runs == fp32_passes
+    assert view == fresh
