@@ -4,6 +4,7 @@ to the step's run, and `CalibrateOptions` as the single source of defaults."""
 import dataclasses
 import inspect
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ class FakeStepRun:
         self.tables[artifact_file] = rows
 
     def log_artifact_as(self, path, name: str) -> None:
-        self.artifacts[name] = open(path, "rb").read()
+        self.artifacts[name] = Path(path).read_bytes()
 
 
 @pytest.fixture
