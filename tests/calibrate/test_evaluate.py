@@ -47,6 +47,19 @@ def test_no_classifier_output_scores_nothing():
     assert result.logits == {} and result.drop == 0.0 and result.accuracy_fp32 is None
 
 
+def test_each_trial_scores_only_the_candidate(monkeypatch):
+    """The FP32 side of the figures (top-1, distribution, accuracy) is derived once per run, not per trial."""
+    from skewgate.calibrate.int8 import evaluate
+
+    logits = np.array([[3.0, 0.0], [0.0, 3.0], [3.0, 0.0], [0.0, 3.0]])
+    ref = Reference(["a"], [logits], frozenset(), np.array([0, 1, 0, 1]), "a")
+    scored, real = [], evaluate.score
+    monkeypatch.setattr(evaluate, "score", lambda output, **kw: scored.append(output) or real(output, **kw))
+    results = [compare(ref, {"a": logits[::-1].copy()}) for _ in range(3)]
+    assert len(scored) == 1 + 3  # the FP32 output once, then each candidate
+    assert {(r.accuracy_fp32, r.accuracy_int8) for r in results} == {(1.0, 0.0)}
+
+
 # The model-file views, on a tiny MLP (tests/calibrate/models.py: x → mm1 → Relu → mm2 → y [→ Softmax → p]).
 
 RANGES = {"x": (-1.0, 1.0), "mm1_out": (-4.0, 4.0), "h": (0.0, 4.0), "y": (-8.0, 8.0), "p": (0.0, 1.0)}

@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Reference:
-    """FP32 outputs over the eval set, computed once: every trial is judged against these."""
+    """FP32 outputs over the eval set, computed once per run: every trial is judged against these, and what is
+    derived from them alone (top-1, the distributions KL needs, the FP32 accuracy) is derived once too."""
 
     names: list[str]
     outputs: list[np.ndarray]
@@ -42,10 +44,22 @@ class Reference:
     labels: np.ndarray | None
     labelled: str | None  # the output the labels score: the first classifier output
 
-    @property
+    @cached_property
     def classifiers(self) -> list[str]:
         """Outputs with a class axis last (rank ≥ 2, more than one class): top-1 agreement applies."""
         return [n for n, o in zip(self.names, self.outputs, strict=True) if o.ndim >= 2 and o.shape[-1] > 1]
+
+    @cached_property
+    def scored(self) -> dict[str, Scored]:
+        """Each classifier output's top-1 and distribution."""
+        return {n: score(self.outputs[self.names.index(n)], probabilities=n in self.probabilities)
+                for n in self.classifiers}
+
+    @cached_property
+    def accuracy(self) -> float | None:
+        if self.labels is None or self.labelled is None:
+            return None
+        return float(np.mean(self.scored[self.labelled].top1 == self.labels))
 
 
 @dataclass
@@ -128,15 +142,14 @@ def compare(ref: Reference, candidate: Mapping[str, np.ndarray], *, sha256: str 
         actual = candidate[name]
         figures: dict[str, float | None] = {"sqnr_db": _sqnr_db(actual, expected)}
         if name in ref.classifiers:
-            figures.update(agreement(expected, actual, probabilities=name in ref.probabilities))
+            figures.update(agree(ref.scored[name], score(actual, probabilities=name in ref.probabilities)))
         per_output[name] = figures
     classifiers = ref.classifiers
     logits = {k: v for k, v in per_output[classifiers[0]].items() if k != "sqnr_db" and v is not None} \
         if classifiers else {}
-    acc_fp32 = acc_int8 = None
-    if ref.labels is not None and ref.labelled is not None:
-        index = ref.names.index(ref.labelled)
-        acc_fp32 = float(np.mean(ref.outputs[index].argmax(-1) == ref.labels))
+    acc_fp32 = ref.accuracy
+    acc_int8 = None
+    if acc_fp32 is not None and ref.labelled is not None:
         acc_int8 = float(np.mean(candidate[ref.labelled].argmax(-1) == ref.labels))
         drop = acc_fp32 - acc_int8
     else:
@@ -144,18 +157,36 @@ def compare(ref: Reference, candidate: Mapping[str, np.ndarray], *, sha256: str 
     return Evaluation(drop, acc_fp32, acc_int8, logits, per_output, sha256)
 
 
-def agreement(reference: np.ndarray, candidate: np.ndarray, *, probabilities: bool) -> dict[str, float]:
-    """Top-1 agreement and KL(p_ref ‖ p_int8); softmax is applied first unless the outputs are probabilities
+class Scored(NamedTuple):
+    top1: np.ndarray  # class index per sample
+    p: np.ndarray  # float64 distribution over the last axis
+    log_p: np.ndarray  # log(p + EPS)
+
+
+EPS = 1e-12
+
+
+def score(output: np.ndarray, *, probabilities: bool) -> Scored:
+    """Top-1 and the distribution of a classifier output: softmax first unless the outputs are probabilities
     already (a Softmax head: a second softmax would flatten them and hide the damage)."""
-    ref, cand = reference.astype(np.float64), candidate.astype(np.float64)
+    x = output.astype(np.float64)
     if probabilities:
-        p, q = np.clip(ref, 0.0, None), np.clip(cand, 0.0, None)
-        p, q = p / np.maximum(p.sum(-1, keepdims=True), 1e-300), q / np.maximum(q.sum(-1, keepdims=True), 1e-300)
+        p = np.clip(x, 0.0, None)
+        p = p / np.maximum(p.sum(-1, keepdims=True), 1e-300)
     else:
-        p, q = _softmax(ref), _softmax(cand)
-    eps = 1e-12
-    return {"top1_agreement": float(np.mean(reference.argmax(-1) == candidate.argmax(-1))),
-            "kl_divergence": float(np.mean(np.sum(p * (np.log(p + eps) - np.log(q + eps)), axis=-1)))}
+        p = _softmax(x)
+    return Scored(output.argmax(-1), p, np.log(p + EPS))
+
+
+def agree(reference: Scored, candidate: Scored) -> dict[str, float]:
+    """Top-1 agreement and KL(p_ref ‖ p_int8)."""
+    return {"top1_agreement": float(np.mean(reference.top1 == candidate.top1)),
+            "kl_divergence": float(np.mean(np.sum(reference.p * (reference.log_p - candidate.log_p), axis=-1)))}
+
+
+def agreement(reference: np.ndarray, candidate: np.ndarray, *, probabilities: bool) -> dict[str, float]:
+    """`agree` on two raw outputs."""
+    return agree(score(reference, probabilities=probabilities), score(candidate, probabilities=probabilities))
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
