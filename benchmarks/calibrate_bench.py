@@ -48,7 +48,7 @@ data = {"x": np.load(data_path)["x"]}
 if mode == "skewgate":
     import onnxruntime.quantization.registry  # imported before the clock, as the ORT side's quantize_static is
     from skewgate.calibrate.core import CalibrateOptions, calibrate_ranges
-    from skewgate.calibrate.quantize import quantize
+    from skewgate.calibrate.int8.quantize import quantize
 else:
     from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantType, quantize_static
 started = time.perf_counter()  # from here: calibrate and quantise
@@ -116,7 +116,7 @@ def deployed_section(tmp: Path, baseline: str | None) -> None:
         cases[f"zoo {name}"] = (zoo.export(files), tmp / f"{name}.calib.npz", files.inputs)
     import onnx
 
-    from skewgate.calibrate.coverage import coverage, macs_per_node
+    from skewgate.calibrate.int8.coverage import coverage, macs_per_node
 
     trees = {"this tree": None, **({"baseline": baseline} if baseline else {})}
     print(f"4. whole calibrate(): median wall time of {WHOLE_REPEATS} fresh processes, the drop the verdict "
@@ -238,7 +238,7 @@ def first_three(tmp: Path) -> None:
     import onnx
 
     from skewgate.calibrate.core import CalibrateOptions, calibrate_ranges
-    from skewgate.calibrate.quantize import quantize
+    from skewgate.calibrate.int8.quantize import quantize
 
     model, x = resnet(tmp)
     rows = {}

@@ -13,8 +13,8 @@ from skewgate.common.verdict import Verdict
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    from skewgate.calibrate.core import CalibrateOptions
-    from skewgate.calibrate.ranges import Method
+    from skewgate.calibrate.int8.ranges import Method
+    from skewgate.calibrate.run import CalibrateOptions
 
     defaults = CalibrateOptions()
     parser = parser or argparse.ArgumentParser(prog="skewgate calibrate")
@@ -51,8 +51,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     args = build_parser(parser).parse_args(sys.argv[1:] if argv is None else argv)
 
     def evaluate(run: object) -> Verdict:
-        from skewgate.calibrate.core import CalibrateOptions, calibrate
-        from skewgate.calibrate.pipeline_support import publish
+        from skewgate.calibrate.run import CalibrateOptions, run_calibrate
         from skewgate.common.mlflow_log import StepRun
 
         options = CalibrateOptions(method=args.method, max_accuracy_drop=args.max_accuracy_drop,
@@ -60,10 +59,10 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
                                    min_int8_mac_share=args.min_int8_mac_share,
                                    min_calibration_samples=args.min_calibration_samples,
                                    equalize=not args.no_equalize, per_channel=not args.per_tensor_weights)
-        result = calibrate(onnx=args.onnx, calibration=args.calibration, eval_data=args.eval_data, out=args.out,
-                           labels=args.labels, options=options)
-        publish(result, run if isinstance(run, StepRun) else None, plot=args.plot, html=args.html,
-                plot_name=args.plot.name if args.plot else "", html_name=args.html.name if args.html else "")
-        return result.verdict
+        return run_calibrate(run if isinstance(run, StepRun) else None, onnx=args.onnx,
+                             calibration=args.calibration, eval_data=args.eval_data, out=args.out,
+                             labels=args.labels, plot=args.plot, html=args.html,
+                             plot_name=args.plot.name if args.plot else "",
+                             html_name=args.html.name if args.html else "", options=options)
 
     return run_step("calibrate", args, evaluate)

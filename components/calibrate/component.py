@@ -23,9 +23,9 @@ def calibrate_op(
     experiment: str = "skewgate",
     pipeline_run_id: str = "",
 ) -> str:
-    """INT8 (QDQ) calibration of the exported model; labels come from a `labels` array in `eval_data`."""
-    from skewgate.calibrate.core import CalibrateOptions
-    from skewgate.calibrate.pipeline_support import run_calibrate
+    """INT8 (QDQ) calibration of the exported model; labels come from a `labels` array in `eval_data`. The
+    defaults are `CalibrateOptions`' (KFP needs them spelled out here; a test holds them equal)."""
+    from skewgate.calibrate.run import CalibrateOptions, run_calibrate
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
 

@@ -6,30 +6,30 @@ rules; (3) pass 2 — robust fixed-range histograms; (4) a range per tensor (`au
 (5) ONNX Runtime's QDQ quantiser with those ranges; (6) the written INT8 file vs the FP32 file on the eval set,
 each in a default ONNX Runtime session — the graph as deployed, Q/DQ fused into QLinear kernels — beside a
 layerwise view with intermediates exposed (diagnostic only: exposing them stops the fusions); (7) while the
-deployed drop exceeds the budget, keep in FP32 what the evidence points at (fallback.py) and try again. The gate
-fails if the budget is never met, and the best model found is still written. (8) INT8 coverage: the share of
-MACs the written file runs in INT8, and the op types left in FP32 (a warning below `min_int8_mac_share`).
+deployed drop exceeds the budget, keep in FP32 what the evidence points at (int8/fallback.py) and try again
+(int8/budget.py). The gate fails if the budget is never met, and the best model found is still written. (8) INT8
+coverage: the share of MACs the written file runs in INT8, and the op types left in FP32 (a warning below
+`min_int8_mac_share`). The internals are in `int8/`; run.py is the one entry of the CLI and the component.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import shutil
-import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
 import numpy as np
 
-from skewgate.calibrate import collect
-from skewgate.calibrate.coverage import coverage, describe, macs_per_node
-from skewgate.calibrate.equalize import equalizable_pairs, equalize
-from skewgate.calibrate.evaluate import Evaluation, Layerwise, Reference, judge, layerwise, platform, reference
-from skewgate.calibrate.fallback import candidates
-from skewgate.calibrate.quantize import WEIGHTED_OPS, op_types_to_quantize, prepare, quantize, tensors_to_calibrate
-from skewgate.calibrate.ranges import Choice, Method, choose
+from skewgate.calibrate.int8 import collect
+from skewgate.calibrate.int8.budget import Budget, Outcome, budget_loop, trial_row
+from skewgate.calibrate.int8.coverage import coverage, describe, macs_per_node
+from skewgate.calibrate.int8.equalize import equalizable_pairs, equalize
+from skewgate.calibrate.int8.evaluate import Evaluation, Fp32Side, judge, layerwise, platform, reference
+from skewgate.calibrate.int8.quantize import WEIGHTED_OPS, Quantizer, tensors_to_calibrate
+from skewgate.calibrate.int8.ranges import Choice, Method, choose
 from skewgate.common.compare import Tolerance
 from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import InputError
@@ -54,6 +54,57 @@ class CalibrateOptions:
     outlier_ratio: float = 10.0  # max / p99.99 from which a tensor is flagged
     max_uncovered: float = 0.01  # eval values beyond the range, in excess of what calibration itself clipped
     min_int8_mac_share: float = 0.8  # below: warn, the written model is mostly FP32
+
+    def budget(self) -> Budget:
+        return Budget(self.max_accuracy_drop, self.max_fallback_layers, self.batch_size)
+
+
+JUDGED = ("the --out file in a default ONNX Runtime session (full graph optimisation, no exposed intermediates); "
+          "FP32 reference: the --onnx file, likewise")
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    fp32: float | None  # None without labels: the drop is then top-1 disagreement with FP32
+    int8: float | None
+    drop: float
+
+
+@dataclass(frozen=True)
+class UnfusedDrop:
+    """The drop of the INT8 graph with intermediates exposed (diagnostic), before and after the budget loop."""
+
+    first: float
+    final: float
+
+
+@dataclass(frozen=True)
+class Int8File:
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class CalibrateDetails:
+    """`details` of the calibrate verdict (JSON keys are the field names). Rows (trials, outlier tensors,
+    equalisation records) stay mappings: they are also the MLflow tables."""
+
+    method: Method
+    samples: int
+    memory_estimate_mib: float  # beside the calibration data
+    equalization: tuple[Mapping[str, Any], ...]
+    excluded_nodes: tuple[str, ...]  # kept in FP32 in the written model
+    reduce_range: bool  # 7-bit weights in the written model
+    trials: tuple[Mapping[str, Any], ...]
+    judged: str
+    judged_on: Mapping[str, Any]  # ORT version, provider, VNNI (integer kernels differ by CPU)
+    accuracy: Accuracy
+    logits: Mapping[str, float]  # the first classifier output's agreement figures
+    outputs: Mapping[str, Mapping[str, float | None]]
+    unfused_drop: UnfusedDrop
+    int8_coverage: Mapping[str, Any]
+    outliers: tuple[Mapping[str, Any], ...]
+    int8: Int8File
 
 
 @dataclass(frozen=True)
@@ -89,41 +140,37 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
 
     out = Path(out)
     # The figures that gate come from model files in default sessions (see evaluate.py): the FP32 reference
-    # once, from the file given; each INT8 candidate from the file written.
+    # once per run, from the file given, for every trial; each INT8 candidate from the file written.
     ref = reference(onnx, model, feeds, truth, batch_size=options.batch_size, source=labels or eval_data)
-    prepared = prepare(target)
-    quantize(prepared, pairs_of_ranges, out, per_channel=options.per_channel, prepared=True)
-    first_eval = judge(ref, out, feeds, batch_size=options.batch_size)
     # the diagnostic view compares with the model that was calibrated: its tensors are the ones the ranges
     # describe, and its function is the original's (checked above when it was rescaled)
-    first_view = layerwise(target, load_onnx(out), feeds, ref, batch_size=options.batch_size,
-                           ranges=pairs_of_ranges)
-    trials = [_trial(0, [], first_eval, tried="nothing (every op the quantiser handles)", kept=True)]
-    final, view, excluded, seven_bit = first_eval, first_view, list[str](), False
-    if not _within(first_eval.drop, options):
-        final, excluded, seven_bit = _budget_loop(prepared, pairs_of_ranges, ref, feeds, first_eval, first_view, out,
-                                       trials, options)
-        if excluded or seven_bit:  # the written model changed: its per-layer picture too
-            view = layerwise(target, load_onnx(out), feeds, ref, batch_size=options.batch_size)
+    fp32_side = Fp32Side(target, feeds, batch_size=options.batch_size)
+    quantizer = Quantizer(target, pairs_of_ranges, per_channel=options.per_channel)
+    quantizer.write(out)
+    first_eval = judge(ref, out, feeds, batch_size=options.batch_size)
+    first_view = layerwise(fp32_side, load_onnx(out), ref, ranges=pairs_of_ranges)
+    trials = [trial_row(0, [], first_eval, tried="nothing (every op the quantiser handles)", kept=True)]
+    best = Outcome(first_eval)
+    if not options.budget().met(first_eval.drop):
+        best = budget_loop(quantizer, ref, feeds, first_eval, first_view, out, trials, options.budget())
+    final, excluded, seven_bit, view = best.result, best.excluded, best.reduce_range, first_view
+    written = load_onnx(out)
+    if excluded or seven_bit:  # the written model changed: its per-layer picture too
+        view = layerwise(fp32_side, written, ref)
     if sha256_file(out) != final.sha256:
         raise RuntimeError(f"{out}: the file changed after it was judged")
-    int8_coverage = coverage(load_onnx(out), macs_per_node(model, {k: v[:1] for k, v in feeds.items()}))
+    int8_coverage = coverage(written, macs_per_node(model, {k: v[:1] for k, v in feeds.items()}))
 
     tensors = _tensor_rows(found, first_view.uncovered, options)
     checks += _checks(final, excluded, tensors, trials, int8_coverage, options, seven_bit=seven_bit)
-    details: dict[str, Any] = {
-        "method": options.method, "samples": samples, "memory_estimate_mib": found.memory_estimate / 2**20,
-        "equalization": found.rescaled, "excluded_nodes": excluded, "reduce_range": seven_bit, "trials": trials,
-        "judged": "the --out file in a default ONNX Runtime session (full graph optimisation, no exposed "
-                  "intermediates); FP32 reference: the --onnx file, likewise",
-        "judged_on": platform(),
-        "accuracy": {"fp32": final.accuracy_fp32, "int8": final.accuracy_int8, "drop": final.drop},
-        "logits": final.logits, "outputs": final.outputs,
-        "unfused_drop": {"first": first_view.drop, "final": view.drop},
-        "int8_coverage": int8_coverage,
-        "outliers": [t for t in tensors if t["outlier"]],
-        "int8": {"path": str(out), "sha256": final.sha256},
-    }
+    details = CalibrateDetails(
+        method=options.method, samples=samples, memory_estimate_mib=found.memory_estimate / 2**20,
+        equalization=tuple(found.rescaled), excluded_nodes=tuple(excluded), reduce_range=seven_bit,
+        trials=tuple(trials), judged=JUDGED, judged_on=platform(),
+        accuracy=Accuracy(fp32=final.accuracy_fp32, int8=final.accuracy_int8, drop=final.drop),
+        logits=final.logits, outputs=final.outputs,
+        unfused_drop=UnfusedDrop(first=first_view.drop, final=view.drop), int8_coverage=int8_coverage,
+        outliers=tuple(t for t in tensors if t["outlier"]), int8=Int8File(path=str(out), sha256=final.sha256))
     registry_tags = {"skewgate.calibrate.excluded_nodes": ",".join(excluded) or "none",
                      "skewgate.calibrate.accuracy_drop": f"{final.drop:.4f}",
                      "skewgate.calibrate.int8_mac_share": f"{int8_coverage['mac_share']:.4f}",
@@ -224,66 +271,6 @@ def _equalization_check(original: Any, rescaled: Any, data: dict[str, np.ndarray
                  detail=f"rescaled {what}; FP32 outputs vs the original: max |error| / tolerance {worst:.3g}")
 
 
-def _budget_loop(prepared: Any, ranges: dict[str, tuple[float, float]], ref: Reference,
-                 feeds: dict[str, np.ndarray], first: Evaluation, view: Layerwise, out: Path,
-                 trials: list[dict[str, Any]], options: CalibrateOptions) -> tuple[Evaluation, list[str], bool]:
-    """Probe each candidate (fallback.py) on its own, then combine those that helped, best first, keeping each
-    only if it lowers the deployed drop further (a greedy walk alone is myopic: 7-bit weights can help a little
-    and then hide that one layer in FP32 helps a lot). Stops as soon as the budget is met; `out` always holds
-    the best model so far. Returns its evaluation, the nodes it keeps in FP32, and whether it has 7-bit weights."""
-    ops = set(op_types_to_quantize())
-    quantizable = {n.name: n.op_type for n in prepared.graph.node if n.op_type in ops and n.name}
-    found = candidates(prepared, view.layers, quantizable, fused_gap=first.drop - view.drop)
-    found = found[: options.max_fallback_layers]
-    best: dict[str, Any] = {"result": first, "excluded": [], "reduce_range": False}
-    with tempfile.TemporaryDirectory(prefix="skewgate-calibrate-") as tmp:
-
-        def attempt(excluded: list[str], reduce_range: bool, tried: str) -> float:
-            path = quantize(prepared, ranges, Path(tmp) / "trial.onnx", exclude=excluded,
-                            per_channel=options.per_channel, reduce_range=reduce_range, prepared=True)
-            result = judge(ref, path, feeds, batch_size=options.batch_size)
-            helped = result.drop < best["result"].drop
-            trials.append(_trial(len(trials), excluded, result, tried=tried, kept=helped, reduce_range=reduce_range))
-            log.info("trial %d: %s → drop %.4f", len(trials) - 1, tried, result.drop)
-            if helped:
-                best.update(result=result, excluded=excluded, reduce_range=reduce_range)
-                shutil.copyfile(path, out)
-            return result.drop
-
-        probes = {}
-        for candidate in found:
-            probes[candidate] = attempt(list(candidate.nodes), candidate.reduce_range,
-                                        f"{candidate.label} ({candidate.why})")
-            if _within(best["result"].drop, options):
-                return best["result"], best["excluded"], best["reduce_range"]
-        helpful = sorted((c for c in found if probes[c] < first.drop), key=lambda c: probes[c])
-        if helpful:
-            excluded, reduce_range, drop = list(helpful[0].nodes), helpful[0].reduce_range, probes[helpful[0]]
-            for candidate in helpful[1:]:
-                more = [*excluded, *candidate.nodes], reduce_range or candidate.reduce_range
-                tried = f"{candidate.label} on top of {helpful[0].label}" + (" and more" if excluded != list(
-                    helpful[0].nodes) or reduce_range != helpful[0].reduce_range else "")
-                now = attempt(*more, tried)
-                if now < drop:
-                    (excluded, reduce_range), drop = more, now
-                if _within(best["result"].drop, options):
-                    break
-    return best["result"], best["excluded"], best["reduce_range"]
-
-
-def _within(drop: float, options: CalibrateOptions) -> bool:
-    return drop <= options.max_accuracy_drop + 1e-9  # 2 of 200 samples is a drop of 0.01, not 0.010000000000000009
-
-
-def _trial(index: int, excluded: list[str], result: Evaluation, *, tried: str, kept: bool,
-           reduce_range: bool = False) -> dict[str, Any]:
-    return {"trial": index, "tried": tried, "excluded": list(excluded), "reduce_range": reduce_range, "kept": kept,
-            "drop": result.drop,
-            "accuracy_fp32": result.accuracy_fp32, "accuracy_int8": result.accuracy_int8,
-            "top1_agreement": result.logits.get("top1_agreement"),
-            "kl_divergence": result.logits.get("kl_divergence")}
-
-
 def _tensor_rows(found: Calibration, uncovered: dict[str, float], options: CalibrateOptions) -> list[dict[str, Any]]:
     rows = []
     for name in found.names:
@@ -323,7 +310,7 @@ def _checks(final: Evaluation, excluded: list[str], tensors: list[dict[str, Any]
         detail += f" (FP32 {final.accuracy_fp32:.4f}, INT8 {final.accuracy_int8:.4f})"
     if "kl_divergence" in final.logits:
         detail += f"; top-1 agreement {final.logits['top1_agreement']:.4f}, KL {final.logits['kl_divergence']:.4g}"
-    within = _within(final.drop, options)
+    within = options.budget().met(final.drop)
     if not within and len(trials) > 1:
         detail += "; tried: " + "; ".join(f"{t['tried']} → {t['drop']:.4f}" for t in trials[1:])
     elif not within:

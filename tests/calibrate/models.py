@@ -13,6 +13,7 @@ from torch import nn
 from skewgate.export.core import export_model
 
 SHAPE = (1, 8, 8)
+MIB = 2**20
 TRAIN = 1400
 FRAGILE = {"fragile_weights": 8.0, "very_fragile_weights": 12.0}  # conv2's one large weight
 
@@ -100,4 +101,30 @@ def calibration_set(path: Path, *, samples: int = 256, corrupted: int = 0) -> Pa
     for i in range(corrupted):
         x[10 + 50 * i, 0, 2:4, 2:4] = 1000.0 * (-1) ** i
     np.savez(path, x=x)
+    return path
+
+
+def tiny_mlp(path: Path, *, classes: int = 3, softmax: bool = False, seed: int = 0) -> Path:
+    """x[N, 4] → MatMul `mm1` (+ bias) → Relu → MatMul `mm2` → y[N, classes] (→ Softmax → p with `softmax`), built
+    with onnx.helper: a model that quantises and runs in milliseconds, with values named for the tests."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    weights = {"w1": rng.normal(size=(4, 8)), "b1": rng.normal(size=8) * 0.1, "w2": rng.normal(size=(8, classes))}
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["mm1_out"], name="mm1"),
+             helper.make_node("Add", ["mm1_out", "b1"], ["a"], name="add1"),
+             helper.make_node("Relu", ["a"], ["h"], name="relu"),
+             helper.make_node("MatMul", ["h", "w2"], ["y"], name="mm2")]
+    output = "y"
+    if softmax:
+        nodes.append(helper.make_node("Softmax", ["y"], ["p"], name="softmax", axis=-1))
+        output = "p"
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info(output, TensorProto.FLOAT, ["N", classes])],
+                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
     return path

@@ -4,7 +4,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from skewgate.calibrate.coverage import coverage, describe, macs_per_node
+from skewgate.calibrate.int8.coverage import coverage, describe, macs_per_node
 
 
 def conv_gemm_model() -> onnx.ModelProto:

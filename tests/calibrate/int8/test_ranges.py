@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from skewgate.calibrate.collect import Histogram
-from skewgate.calibrate.ranges import METHODS, choose, expected_error
+from skewgate.calibrate.int8.collect import Histogram
+from skewgate.calibrate.int8.ranges import METHODS, choose, expected_error
 
 
 def histogram(values, low=None, high=None):

@@ -12,15 +12,16 @@ deployed one, the gap is the share of the damage that the fused kernels add)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from skewgate.calibrate.collect import batches
-from skewgate.calibrate.quantize import WEIGHTED_OPS
+from skewgate.calibrate.int8.collect import batches
+from skewgate.calibrate.int8.quantize import WEIGHTED_OPS
 from skewgate.common.compare import Tolerance
 from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import InputError
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Reference:
-    """FP32 outputs over the eval set, computed once: every trial is judged against these."""
+    """FP32 outputs over the eval set, computed once per run: every trial is judged against these, and what is
+    derived from them alone (top-1, the distributions KL needs, the FP32 accuracy) is derived once too."""
 
     names: list[str]
     outputs: list[np.ndarray]
@@ -42,10 +44,22 @@ class Reference:
     labels: np.ndarray | None
     labelled: str | None  # the output the labels score: the first classifier output
 
-    @property
+    @cached_property
     def classifiers(self) -> list[str]:
         """Outputs with a class axis last (rank ≥ 2, more than one class): top-1 agreement applies."""
         return [n for n, o in zip(self.names, self.outputs, strict=True) if o.ndim >= 2 and o.shape[-1] > 1]
+
+    @cached_property
+    def scored(self) -> dict[str, Scored]:
+        """Each classifier output's top-1 and distribution."""
+        return {n: score(self.outputs[self.names.index(n)], probabilities=n in self.probabilities)
+                for n in self.classifiers}
+
+    @cached_property
+    def accuracy(self) -> float | None:
+        if self.labels is None or self.labelled is None:
+            return None
+        return float(np.mean(self.scored[self.labelled].top1 == self.labels))
 
 
 @dataclass
@@ -128,15 +142,14 @@ def compare(ref: Reference, candidate: Mapping[str, np.ndarray], *, sha256: str 
         actual = candidate[name]
         figures: dict[str, float | None] = {"sqnr_db": _sqnr_db(actual, expected)}
         if name in ref.classifiers:
-            figures.update(agreement(expected, actual, probabilities=name in ref.probabilities))
+            figures.update(agree(ref.scored[name], score(actual, probabilities=name in ref.probabilities)))
         per_output[name] = figures
     classifiers = ref.classifiers
     logits = {k: v for k, v in per_output[classifiers[0]].items() if k != "sqnr_db" and v is not None} \
         if classifiers else {}
-    acc_fp32 = acc_int8 = None
-    if ref.labels is not None and ref.labelled is not None:
-        index = ref.names.index(ref.labelled)
-        acc_fp32 = float(np.mean(ref.outputs[index].argmax(-1) == ref.labels))
+    acc_fp32 = ref.accuracy
+    acc_int8 = None
+    if acc_fp32 is not None and ref.labelled is not None:
         acc_int8 = float(np.mean(candidate[ref.labelled].argmax(-1) == ref.labels))
         drop = acc_fp32 - acc_int8
     else:
@@ -144,18 +157,36 @@ def compare(ref: Reference, candidate: Mapping[str, np.ndarray], *, sha256: str 
     return Evaluation(drop, acc_fp32, acc_int8, logits, per_output, sha256)
 
 
-def agreement(reference: np.ndarray, candidate: np.ndarray, *, probabilities: bool) -> dict[str, float]:
-    """Top-1 agreement and KL(p_ref ‖ p_int8); softmax is applied first unless the outputs are probabilities
+class Scored(NamedTuple):
+    top1: np.ndarray  # class index per sample
+    p: np.ndarray  # float64 distribution over the last axis
+    log_p: np.ndarray  # log(p + EPS)
+
+
+EPS = 1e-12
+
+
+def score(output: np.ndarray, *, probabilities: bool) -> Scored:
+    """Top-1 and the distribution of a classifier output: softmax first unless the outputs are probabilities
     already (a Softmax head: a second softmax would flatten them and hide the damage)."""
-    ref, cand = reference.astype(np.float64), candidate.astype(np.float64)
+    x = output.astype(np.float64)
     if probabilities:
-        p, q = np.clip(ref, 0.0, None), np.clip(cand, 0.0, None)
-        p, q = p / np.maximum(p.sum(-1, keepdims=True), 1e-300), q / np.maximum(q.sum(-1, keepdims=True), 1e-300)
+        p = np.clip(x, 0.0, None)
+        p = p / np.maximum(p.sum(-1, keepdims=True), 1e-300)
     else:
-        p, q = _softmax(ref), _softmax(cand)
-    eps = 1e-12
-    return {"top1_agreement": float(np.mean(reference.argmax(-1) == candidate.argmax(-1))),
-            "kl_divergence": float(np.mean(np.sum(p * (np.log(p + eps) - np.log(q + eps)), axis=-1)))}
+        p = _softmax(x)
+    return Scored(output.argmax(-1), p, np.log(p + EPS))
+
+
+def agree(reference: Scored, candidate: Scored) -> dict[str, float]:
+    """Top-1 agreement and KL(p_ref ‖ p_int8)."""
+    return {"top1_agreement": float(np.mean(reference.top1 == candidate.top1)),
+            "kl_divergence": float(np.mean(np.sum(reference.p * (reference.log_p - candidate.log_p), axis=-1)))}
+
+
+def agreement(reference: np.ndarray, candidate: np.ndarray, *, probabilities: bool) -> dict[str, float]:
+    """`agree` on two raw outputs."""
+    return agree(score(reference, probabilities=probabilities), score(candidate, probabilities=probabilities))
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -170,21 +201,61 @@ def _sqnr_db(actual: np.ndarray, expected: np.ndarray) -> float | None:
     return 10 * math.log10(max(float(np.sum(expected.astype(np.float64) ** 2)), 1e-300) / noise)
 
 
-def layerwise(fp32: onnx.ModelProto, int8: onnx.ModelProto, data: Mapping[str, np.ndarray], ref: Reference, *,
-              batch_size: int, ranges: Mapping[str, tuple[float, float]] | None = None) -> Layerwise:
+KEEP_BYTES = 64 * 2**20  # FP32 intermediates kept for the second layerwise view; beyond this they are recomputed
+
+
+class Fp32Side:
+    """The layerwise view's FP32 side, one per run: the FP32 model with intermediates exposed, its session built
+    once, and its values over the eval set kept (up to `keep_bytes`, so memory stays bounded) — the view of the
+    final INT8 model then compares against them instead of running FP32 over the eval set again."""
+
+    def __init__(self, model: onnx.ModelProto, data: Mapping[str, np.ndarray], *, batch_size: int,
+                 keep_bytes: int = KEEP_BYTES) -> None:
+        self.model, self.data, self.batch_size, self.keep_bytes = model, data, batch_size, keep_bytes
+        self.values = onnx_values(model)
+        self.runs = 0  # passes of the FP32 model over the eval set (what the kept values save)
+        self._exposed: frozenset[str] = frozenset()
+        self._session: Any = None
+        self._kept: list[dict[str, np.ndarray]] | None = None
+
+    def batches(self, names: Collection[str], *, stage: str) -> Iterator[tuple[dict[str, np.ndarray],
+                                                                              dict[str, np.ndarray]]]:
+        """Per eval batch: its feeds, and the FP32 graph outputs and values `names` (at least) with the feeds."""
+        wanted = frozenset(names) - set(self.data)
+        if self._kept is not None and wanted <= self._exposed:
+            for (_start, feeds), values in zip(batches(self.data, self.batch_size, stage=stage), self._kept,
+                                               strict=True):
+                yield feeds, {**feeds, **values}
+            return
+        if self._session is None or not wanted <= self._exposed:
+            self._session = session(with_intermediates(self.model, sorted(wanted)), arena=False)
+            self._exposed, self._kept = wanted, None
+        kept: list[dict[str, np.ndarray]] | None = []
+        size = 0
+        self.runs += 1
+        for _start, feeds in batches(self.data, self.batch_size, stage=stage):
+            values = run_by_name(self._session, feeds)
+            if kept is not None:
+                size += sum(v.nbytes for v in values.values())
+                kept = [*kept, values] if size <= self.keep_bytes else None
+            yield feeds, {**feeds, **values}
+        self._kept = kept
+
+
+def layerwise(fp32: Fp32Side, int8: onnx.ModelProto, ref: Reference, *,
+              ranges: Mapping[str, tuple[float, float]] | None = None) -> Layerwise:
     """Per-layer SQNR and (given `ranges`) coverage of the calibrated ranges, with intermediates exposed."""
-    values = onnx_values(fp32)
+    data = fp32.data
     # node outputs, and the graph inputs too: their own quantisation error
-    pairs = quantized_counterparts([*data, *values], onnx_values(int8))  # INT8 value → FP32 value
-    fp32_names = sorted({*pairs.values(), *(ranges or {})} - set(data))
-    fp32_session = session(with_intermediates(fp32, fp32_names), arena=False)
+    pairs = quantized_counterparts([*data, *fp32.values], onnx_values(int8))  # INT8 value → FP32 value
     int8_session = session(with_intermediates(int8, [p for p in pairs if p not in data]), arena=False)
     errors: dict[str, RunningError] = {}
     outside: dict[str, list[int]] = {}  # tensor → [out of range, total]
     rng = np.random.default_rng(0)
     exposed: dict[str, list[np.ndarray]] = {n: [] for n in ref.names}
-    for _start, feeds in batches(data, batch_size, stage="layerwise FP32 vs INT8 (diagnostic)"):
-        a, b = {**feeds, **run_by_name(fp32_session, feeds)}, {**feeds, **run_by_name(int8_session, feeds)}
+    for feeds, a in fp32.batches({*pairs.values(), *(ranges or {})},
+                                 stage="layerwise FP32 vs INT8 (diagnostic)"):
+        b = {**feeds, **run_by_name(int8_session, feeds)}
         for name in ref.names:
             exposed[name].append(b[name])
         for int8_name, name in pairs.items():
@@ -197,7 +268,7 @@ def layerwise(fp32: onnx.ModelProto, int8: onnx.ModelProto, data: Mapping[str, n
                 counts[1] += a[name].size
         del a, b
     unfused = compare(ref, {n: np.concatenate(v) for n, v in exposed.items()})
-    return Layerwise(_layer_rows(values, errors, data), {k: v[0] / max(v[1], 1) for k, v in outside.items()},
+    return Layerwise(_layer_rows(fp32.values, errors, data), {k: v[0] / max(v[1], 1) for k, v in outside.items()},
                      unfused.drop)
 
 

@@ -55,40 +55,52 @@ def tensors_to_calibrate(model: onnx.ModelProto) -> list[str]:
 
 
 def prepare(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model as ORT's quantiser wants it (shapes inferred, saved and reloaded): once, not once per trial."""
+    """The model as ORT's quantiser wants it (shapes inferred, saved and reloaded)."""
     from onnxruntime.quantization.quant_utils import save_and_reload_model_with_shape_infer
 
     return save_and_reload_model_with_shape_infer(model)
 
 
 def quantize(model: onnx.ModelProto, ranges: Mapping[str, tuple[float, float]], out: str | Path, *,
-             exclude: Collection[str] = (), per_channel: bool = True, reduce_range: bool = False,
-             prepared: bool = False) -> Path:
-    """Write the QDQ INT8 model (INT8 activations and weights, per-channel weights by default). `prepared`:
-    `model` comes from `prepare` (it is copied: the quantiser edits its model in place)."""
-    import onnx
-    from onnxruntime.quantization import QuantType
-    from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
-    from onnxruntime.quantization.qdq_quantizer import QDQQuantizer
+             exclude: Collection[str] = (), per_channel: bool = True, reduce_range: bool = False) -> Path:
+    """Write the QDQ INT8 model (INT8 activations and weights, per-channel weights by default): one-off; the
+    budget loop, which quantises one model many times, keeps a `Quantizer`."""
+    return Quantizer(model, ranges, per_channel=per_channel).write(out, exclude=exclude, reduce_range=reduce_range)
 
-    shared = {pre: ranges[post] for pre, post in relu_inputs(model).items() if post in ranges}
-    data = TensorsData(CalibrationMethod.MinMax, {
-        name: TensorData(lowest=np.float32(low), highest=np.float32(high))
-        for name, (low, high) in {**ranges, **shared}.items()})
-    if prepared:
+
+class Quantizer:
+    """One model and its ranges, prepared once (shapes inferred, the Relu-shared ranges resolved) and written as
+    many times as the budget loop tries: only what a trial changes (nodes kept in FP32, 7-bit weights) varies."""
+
+    def __init__(self, model: onnx.ModelProto, ranges: Mapping[str, tuple[float, float]], *,
+                 per_channel: bool = True) -> None:
+        self.prepared = prepare(model)
+        shared = {pre: ranges[post] for pre, post in relu_inputs(self.prepared).items() if post in ranges}
+        self.ranges = {**ranges, **shared}
+        self.per_channel = per_channel
+        self.op_types = op_types_to_quantize()
+
+    def write(self, out: str | Path, *, exclude: Collection[str] = (), reduce_range: bool = False) -> Path:
+        import onnx
+        from onnxruntime.quantization import QuantType
+        from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
+        from onnxruntime.quantization.qdq_quantizer import QDQQuantizer
+
+        # built afresh each time: the quantiser edits both its model and its ranges in place (Sigmoid, Softmax)
+        data = TensorsData(CalibrationMethod.MinMax, {
+            name: TensorData(lowest=np.float32(low), highest=np.float32(high))
+            for name, (low, high) in self.ranges.items()})
         source = onnx.ModelProto()
-        source.CopyFrom(model)
-    else:
-        source = prepare(model)
-    quantizer = QDQQuantizer(source, per_channel, reduce_range, QuantType.QInt8,
-                             QuantType.QInt8, data, [], list(exclude), op_types_to_quantize(), {})
-    previous = logging.getLogger().level
-    logging.getLogger().setLevel(logging.ERROR)  # ORT logs a pre-processing hint on the root logger
-    try:
-        quantizer.quantize_model()
-    finally:
-        logging.getLogger().setLevel(previous)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    quantizer.model.save_model_to_file(str(out), False)
-    return out
+        source.CopyFrom(self.prepared)
+        quantizer = QDQQuantizer(source, self.per_channel, reduce_range, QuantType.QInt8,
+                                 QuantType.QInt8, data, [], list(exclude), self.op_types, {})
+        previous = logging.getLogger().level
+        logging.getLogger().setLevel(logging.ERROR)  # ORT logs a pre-processing hint on the root logger
+        try:
+            quantizer.quantize_model()
+        finally:
+            logging.getLogger().setLevel(previous)
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        quantizer.model.save_model_to_file(str(out), False)
+        return out

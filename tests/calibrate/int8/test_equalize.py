@@ -4,7 +4,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from skewgate.calibrate.equalize import Pair, equalizable_pairs, equalize
+from skewgate.calibrate.int8.equalize import Pair, equalizable_pairs, equalize
 
 
 def chain(middle: str, *, extra_consumer: bool = False) -> onnx.ModelProto:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from skewgate.calibrate.quantize import op_types_to_quantize
+from skewgate.calibrate.int8.quantize import op_types_to_quantize
 from skewgate.common.layers import with_intermediates
 from skewgate.common.runtime import run_by_name, session
 

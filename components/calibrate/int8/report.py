@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from skewgate.calibrate.core import CalibrationResult
 from skewgate.common.publishing import html_page, pyplot
+
+if TYPE_CHECKING:
+    from skewgate.calibrate.core import CalibrationResult
 
 PANELS = 6
 

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from skewgate.calibrate import collect
-from skewgate.calibrate.ranges import choose
+from skewgate.calibrate.int8 import collect
+from skewgate.calibrate.int8.ranges import choose
 
 
 def fake_runner(feeds):

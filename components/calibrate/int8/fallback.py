@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from skewgate.calibrate.evaluate import sensitivity
+from skewgate.calibrate.int8.evaluate import sensitivity
 
 if TYPE_CHECKING:
     import onnx

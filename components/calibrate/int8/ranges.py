@@ -12,7 +12,7 @@ from typing import Literal
 
 import numpy as np
 
-from skewgate.calibrate.collect import Histogram
+from skewgate.calibrate.int8.collect import Histogram
 
 Method = Literal["auto", "minmax", "percentile", "entropy", "mse"]
 METHODS: tuple[Method, ...] = ("minmax", "percentile", "entropy", "mse")

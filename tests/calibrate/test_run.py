@@ -1,0 +1,112 @@
+"""`run_calibrate`, the one entry of the CLI and the KFP component: the verdict, the files it writes, what it logs
+to the step's run, and `CalibrateOptions` as the single source of defaults."""
+
+import dataclasses
+import inspect
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from skewgate.calibrate.core import CalibrateDetails
+from skewgate.calibrate.run import CalibrateOptions, run_calibrate
+from skewgate.common.verdict import Verdict
+from tests.calibrate import models
+
+# the JSON keys of `details` since before the typed record: consumers (promote, the reports) read these
+DETAIL_KEYS = {"method", "samples", "memory_estimate_mib", "equalization", "excluded_nodes", "reduce_range", "trials",
+               "judged", "judged_on", "accuracy", "logits", "outputs", "unfused_drop", "int8_coverage", "outliers",
+               "int8"}
+
+
+class FakeStepRun:
+    """The two calls publishing makes on an MLflow step run, recorded."""
+
+    def __init__(self) -> None:
+        self.tables: dict[str, list] = {}
+        self.artifacts: dict[str, bytes] = {}
+
+    def log_table(self, artifact_file: str, rows: list) -> None:
+        self.tables[artifact_file] = rows
+
+    def log_artifact_as(self, path, name: str) -> None:
+        self.artifacts[name] = Path(path).read_bytes()
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    rng = np.random.default_rng(2)
+    np.savez(tmp_path / "calib.npz", x=rng.uniform(-1, 1, (64, 4)).astype(np.float32))
+    np.savez(tmp_path / "eval.npz", x=rng.uniform(-1, 1, (100, 4)).astype(np.float32))
+    return {"onnx": models.tiny_mlp(tmp_path / "tiny.onnx"), "calibration": tmp_path / "calib.npz",
+            "eval_data": tmp_path / "eval.npz", "out": tmp_path / "tiny.int8.onnx"}
+
+
+def test_publishes_the_files_and_the_tables_under_their_names(tiny, tmp_path):
+    run = FakeStepRun()
+    verdict = run_calibrate(run, **tiny, plot=tmp_path / "h.png", html=tmp_path / "r.html",
+                            options=CalibrateOptions(max_accuracy_drop=1.0))
+    assert verdict.status in ("pass", "warn") and tiny["out"].is_file()
+    assert verdict.details["int8"]["path"] == str(tiny["out"])
+    assert set(run.tables) == {"calibration_tensors.json", "calibration_trials.json", "calibration_layers.json"}
+    assert run.tables["calibration_trials.json"] == list(verdict.details["trials"])
+    assert set(run.artifacts) == {"calibration_histograms.png", "calibration_report.html"}  # KFP paths: no name
+    assert run.artifacts["calibration_histograms.png"][:4] == b"\x89PNG"
+    assert (tmp_path / "h.png").is_file() and "accuracy-budget trials" in (tmp_path / "r.html").read_text()
+
+
+def test_without_tracking_or_outputs_it_only_judges(tiny):
+    verdict = run_calibrate(None, **tiny)  # the defaults: CalibrateOptions()
+    assert verdict.details["method"] == CalibrateOptions().method
+    assert verdict.check("accuracy_drop").limit == CalibrateOptions().max_accuracy_drop
+
+
+def test_details_are_typed_and_serialise_to_the_same_keys(tiny):
+    verdict = run_calibrate(None, **tiny)
+    assert {f.name for f in dataclasses.fields(CalibrateDetails)} == DETAIL_KEYS == set(verdict.details)
+    data = json.loads(verdict.to_json())["details"]
+    assert set(data["accuracy"]) == {"fp32", "int8", "drop"} and set(data["unfused_drop"]) == {"first", "final"}
+    assert set(data["int8"]) == {"path", "sha256"} and isinstance(data["excluded_nodes"], list)
+    assert Verdict.from_dict(json.loads(verdict.to_json())).to_json() == verdict.to_json()
+
+
+def test_the_component_defaults_are_the_options_defaults():
+    from skewgate.calibrate.component import calibrate_op
+
+    parameters = inspect.signature(calibrate_op.python_func).parameters
+    defaults = CalibrateOptions()
+    assert parameters["method"].default == defaults.method
+    assert parameters["max_accuracy_drop"].default == defaults.max_accuracy_drop
+
+
+def test_the_cli_defaults_are_the_options_defaults():
+    from skewgate.calibrate.cli import build_parser
+
+    args = build_parser().parse_args(["--onnx", "m", "--calibration", "c", "--eval", "e", "--out", "o"])
+    defaults = CalibrateOptions()
+    assert (args.method, args.max_accuracy_drop, args.max_fallback_layers, args.batch_size,
+            args.min_calibration_samples, args.min_int8_mac_share) == (
+        defaults.method, defaults.max_accuracy_drop, defaults.max_fallback_layers, defaults.batch_size,
+        defaults.min_calibration_samples, defaults.min_int8_mac_share)
+    assert (not args.no_equalize, not args.per_tensor_weights) == (defaults.equalize, defaults.per_channel)
+
+
+def test_the_cli_goes_through_run_calibrate_with_its_flags_as_options(monkeypatch, tmp_path):
+    from skewgate.calibrate import run as run_module
+    from skewgate.cli import main
+    from skewgate.common.verdict import Check
+
+    calls = []
+
+    def recording(run, **kwargs):
+        calls.append(kwargs)
+        return Verdict.from_checks("calibrate", [Check("accuracy_drop", passed=True)], subject=None)
+
+    monkeypatch.setattr(run_module, "run_calibrate", recording)
+    assert main(["calibrate", "--onnx", "m.onnx", "--calibration", "c.npz", "--eval", "e.npz", "--out", "o.onnx",
+                 "--max-accuracy-drop", "0.05", "--no-equalize", "--html", str(tmp_path / "r.html"),
+                 "--tracking-uri", ""]) == 0
+    [call] = calls
+    assert call["options"] == CalibrateOptions(max_accuracy_drop=0.05, equalize=False)
+    assert call["html_name"] == "r.html" and str(call["onnx"]) == "m.onnx"
