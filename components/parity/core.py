@@ -116,7 +116,6 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     # training mode, which ORT drops from the deployed graph, runs in it) — a finding, not noise, but never
     # allowed to change the verdict on the final outputs.
     fp32 = session(fp32_model)
-    fp32_layers = session(with_intermediates(fp32_model), arena=False) if options.layerwise else None
     int8_model = load_onnx(int8) if int8 else None
     if int8_model is not None and [o.name for o in int8_model.graph.output] != outputs:
         raise InputError(int8, field="outputs", expected=f"the FP32 model's outputs {outputs}",
@@ -128,6 +127,11 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         if options.layerwise:
             int8_names = quantized_counterparts(values, onnx_values(int8_model))
             int8_layers = session(with_intermediates(int8_model, list(int8_names)), arena=False)
+    # Only the paired values are exposed while streaming (PyTorch's twins and INT8's): every exposed value is an
+    # allocation per run and a node ORT may no longer fuse — exposing all of them made this session 3.5× the
+    # deployed one's time. The isolated re-run, which may need any value, exposes everything on its 4 samples.
+    fp32_layers = session(with_intermediates(fp32_model, [*counterparts, *int8_names.values()]), arena=False) \
+        if options.layerwise else None
     triton = _triton_runner(triton_url, triton_model, fp32_model, options) if triton_url else None
 
     tols = {n: options.tolerances.get(n, Tolerance.for_dtype(np.float32)) for n in outputs}
@@ -191,7 +195,8 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
 
         def isolate(name: str) -> str:
             small = {s.name: _take(feeds[s.name], batch_axis(s), ISOLATED_SAMPLES) for s in specs}
-            ort_values = {**small, **run_by_name(fp32_layers, small)}  # graph inputs too: an op may read them
+            exposed = session(with_intermediates(fp32_model), arena=False)
+            ort_values = {**small, **run_by_name(exposed, small)}  # graph inputs too: an op may read them
             return _isolated(name, matching, recorder.run(small)[1], ort_values, fp32_model, options.layer_tolerance,
                              min(ISOLATED_SAMPLES, n))
 
