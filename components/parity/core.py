@@ -129,8 +129,10 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
             int8_layers = session(with_intermediates(int8_model, list(int8_names)), arena=False)
     # Only the paired values are exposed while streaming (PyTorch's twins and INT8's): every exposed value is an
     # allocation per run and a node ORT may no longer fuse — exposing all of them made this session 3.5× the
-    # deployed one's time. The isolated re-run, which may need any value, exposes everything on its 4 samples.
-    fp32_layers = session(with_intermediates(fp32_model, [*counterparts, *int8_names.values()]), arena=False) \
+    # deployed one's time. With only those, ORT's arena may keep them (it holds one batch of paired values,
+    # as the PyTorch side does; fresh allocations each run cost 2× the run). The isolated re-run, which may
+    # need any value, exposes everything on its 4 samples.
+    fp32_layers = session(with_intermediates(fp32_model, [*counterparts, *int8_names.values()])) \
         if options.layerwise else None
     triton = _triton_runner(triton_url, triton_model, fp32_model, options) if triton_url else None
 
