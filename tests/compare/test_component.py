@@ -1,22 +1,14 @@
 """compare_op as KFP sees it: it compiles, and its parameter defaults give exactly `CompareOptions()`."""
 
 import pytest
-import yaml
-from kfp import compiler
 
 from skewgate.compare.component import compare_op
 from skewgate.compare.run import CompareOptions, options_from_parameters
+from tests.support.components import parameter_defaults
 
 
-def _defaults(component, tmp_path):
-    path = tmp_path / "component.yaml"
-    compiler.Compiler().compile(component, str(path))
-    parameters = yaml.safe_load(path.read_text())["root"]["inputDefinitions"]["parameters"]
-    return {name: spec["defaultValue"] for name, spec in parameters.items() if "defaultValue" in spec}
-
-
-def test_compiles_with_the_options_defaults(tmp_path):
-    defaults = _defaults(compare_op, tmp_path)
+def test_compiles_with_the_optionsparameter_defaults(tmp_path):
+    defaults = parameter_defaults(compare_op, tmp_path)
     assert defaults.pop("pipeline_run_id") == ""
     assert options_from_parameters(**defaults) == CompareOptions()
 

@@ -1,11 +1,11 @@
 import pytest
-import yaml
-from kfp import compiler, dsl
+from kfp import dsl
 
 from skewgate.common.recording import TrackingOptions
 from skewgate.common.verdict import Verdict
 from skewgate.export.component import export_op
 from skewgate.export.run import ExportOptions
+from tests.support.components import parameter_defaults
 
 
 def _outputs(tmp_path):
@@ -59,15 +59,8 @@ def test_component_raises_when_it_cannot_evaluate(example_npz, tmp_path):
     assert Verdict.read(tmp_path / "verdict").status == "error"
 
 
-def _defaults(component, tmp_path):
-    path = tmp_path / "component.yaml"
-    compiler.Compiler().compile(component, str(path))
-    parameters = yaml.safe_load(path.read_text())["root"]["inputDefinitions"]["parameters"]
-    return {name: spec["defaultValue"] for name, spec in parameters.items() if "defaultValue" in spec}
-
-
-def test_compiles_with_the_options_defaults(tmp_path):
+def test_compiles_with_the_optionsparameter_defaults(tmp_path):
     options, tracking = ExportOptions(), TrackingOptions()
-    assert _defaults(export_op, tmp_path) == {
+    assert parameter_defaults(export_op, tmp_path) == {
         "max_samples": options.max_samples, "tolerances": ";".join(options.tolerances),
         "tracking_uri": tracking.uri, "experiment": tracking.experiment, "pipeline_run_id": tracking.pipeline_run_id}

@@ -1,24 +1,17 @@
 """promote_op as KFP sees it: it compiles, its defaults are `PromoteOptions`'s, and it lays the pipeline's
 artifacts out as promote reads them."""
 
-import yaml
 from kfp import compiler
 
 from skewgate.common import attest
 from skewgate.common.attest import write_trusted_keys
 from skewgate.promote.component import gate_blocked, promote_op
 from skewgate.promote.run import PromoteOptions, gather_verdicts, split_steps
+from tests.support.components import parameter_defaults
 
 
-def _defaults(component, tmp_path):
-    path = tmp_path / "component.yaml"
-    compiler.Compiler().compile(component, str(path))
-    parameters = yaml.safe_load(path.read_text())["root"]["inputDefinitions"]["parameters"]
-    return {name: spec["defaultValue"] for name, spec in parameters.items() if "defaultValue" in spec}
-
-
-def test_compiles_with_the_options_defaults(tmp_path):
-    defaults = _defaults(promote_op, tmp_path)
+def test_compiles_with_the_optionsparameter_defaults(tmp_path):
+    defaults = parameter_defaults(promote_op, tmp_path)
     options = PromoteOptions()
     assert split_steps(defaults.pop("required_steps")) == options.required
     assert defaults == {"alias": options.alias, "allow_warn": options.allow_warn,
