@@ -1,0 +1,76 @@
+"""The layerwise machinery both sides of parity (and calibrate's diagnostic view) stand on: ONNX values with
+their provenance, a copy that exposes chosen intermediates, PyTorch intermediates recorded in one forward, and
+values paired across Q/DQ nodes."""
+
+import numpy as np
+import torch
+
+from skewgate.common.io import load_onnx
+from skewgate.common.layers import (
+    TorchRecorder,
+    module_path,
+    onnx_values,
+    quantized_counterparts,
+    value_dims,
+    with_intermediates,
+)
+from skewgate.common.pt2 import load_program
+from skewgate.common.runtime import run_by_name, session
+from tests.zoo import export, save
+
+
+def test_values_are_in_topological_order_with_their_module(tmp_path):
+    files = save("layernorm_mlp", tmp_path)
+    model = load_onnx(export(files))
+    values = onnx_values(model)
+    assert [v.depth for v in values.values()] == sorted(v.depth for v in values.values())
+    assert {v.module for v in values.values()} - {"<root>"}  # the exporter's name scopes reach the values
+
+
+def test_module_path_is_the_innermost_module_before_the_op():
+    assert module_path({"pkg.torch.onnx.name_scopes": "['', 'features', 'features.2', 'gelu']"}) == "features.2"
+    assert module_path({}) == "<root>"
+
+
+def test_exposing_only_chosen_values_adds_exactly_those_outputs(tmp_path):
+    files = save("layernorm_mlp", tmp_path)
+    model = load_onnx(export(files))
+    inner = [v for v in onnx_values(model) if v not in {o.name for o in model.graph.output}]
+    chosen = with_intermediates(model, inner[:2])
+    assert [o.name for o in chosen.graph.output][-2:] == inner[:2]
+    assert len(with_intermediates(model).graph.output) > len(chosen.graph.output)
+    assert len(model.graph.output) == 1  # the original is untouched
+    feeds = {"x": np.load(files.inputs)["x"][:3]}
+    exposed = run_by_name(session(chosen), feeds)
+    deployed = run_by_name(session(model), feeds)
+    np.testing.assert_array_equal(exposed[model.graph.output[0].name], deployed[model.graph.output[0].name])
+
+
+def test_the_recorder_returns_outputs_and_the_chosen_intermediates(tmp_path):
+    files = save("layernorm_mlp", tmp_path)
+    program, _ = load_program(str(files.pt2), files.inputs, graph_only=True)
+    recorder = TorchRecorder(program)
+    assert all(value_dims(n.meta.get("val")) is not None for n in program.graph.nodes
+               if n.name in recorder.recorded)
+    chosen = recorder.recorded[:3]
+    recorder.record(set(chosen))
+    x = np.load(files.inputs)["x"][:4]
+    outputs, recorded = recorder.run({"x": x})
+    assert set(recorded) == set(chosen)
+    with torch.no_grad():
+        expected = program.module()(torch.from_numpy(x))[0].numpy()
+    np.testing.assert_array_equal(outputs[0], expected)
+
+
+def test_int8_values_pair_across_the_dequantize_nodes():
+    int8 = {"conv_DequantizeLinear_Output", "relu", "other"}
+    assert quantized_counterparts(["conv", "relu", "missing"], int8) == {"conv_DequantizeLinear_Output": "conv",
+                                                                         "relu": "relu"}
+
+
+def test_value_dims_reads_fake_tensors_and_stand_ins_alike():
+    from skewgate.common.pt2_graph import ValueMeta
+
+    assert value_dims(ValueMeta((None, 4), "float32")) == (None, 4)
+    assert value_dims(torch.zeros(2, 3)) == (2, 3)
+    assert value_dims(3) is None
