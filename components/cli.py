@@ -63,9 +63,9 @@ def leave(code: int) -> NoReturn:
     finalisation after its last line — module teardown, thread pools — for nothing: by then every verdict,
     report and MLflow call is complete. Exit handlers still run, running threads are joined and output is
     flushed, exactly as at a normal exit; only the teardown is skipped."""
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    # What a normal exit does first: stop thread pools (concurrent.futures' exit hook), then join the threads
+    # that are not daemons. Joining before the pools are told to stop would wait forever on idle workers.
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     logging.shutdown()
     sys.stdout.flush()

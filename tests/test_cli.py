@@ -32,3 +32,23 @@ def test_usage_errors_still_exit_2():
     done = subprocess.run([sys.executable, "-m", "skewgate", "preprocess"], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 2 and "required" in done.stderr
+
+
+def test_leaving_stops_idle_thread_pools_and_waits_for_working_threads(tmp_path):
+    """An idle pool worker (KFP local, MLflow use them) must not hang the exit; a thread still writing finishes."""
+    marker = tmp_path / "written"
+    script = f"""
+import threading, time
+from concurrent.futures import ThreadPoolExecutor
+pool = ThreadPoolExecutor(2)
+pool.submit(lambda: 1).result()  # the worker now waits for more work
+def late():
+    time.sleep(0.5)
+    open({str(marker)!r}, "w").write("done")
+threading.Thread(target=late).start()
+from skewgate.cli import leave
+leave(3)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert marker.read_text() == "done"
