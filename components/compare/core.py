@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,7 +21,7 @@ import numpy as np
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.runtime import run_by_name, session
-from skewgate.common.verdict import Check, Subject, Verdict
+from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
 from skewgate.compare.scoring.metrics import (
     HIGHER_IS_BETTER,
     METRICS,
@@ -84,16 +84,9 @@ class CompareDetails:
     confidence: float
     resamples: int
     table: list[dict[str, Any]]
-    champion: ChampionRecord | None = None
-    champion_version: str | None = None
-    slices: dict[str, Any] | None = None
-
-    def as_mapping(self) -> dict[str, Any]:
-        """The verdict's `details`: every field that applies (absent, not null, when it does not)."""
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        if self.champion is not None:
-            fields["champion"] = dataclasses.asdict(self.champion)
-        return {name: value for name, value in fields.items() if value is not None}
+    champion: ChampionRecord | None = field(default=None, metadata=OMIT_IF_NONE)
+    champion_version: str | None = field(default=None, metadata=OMIT_IF_NONE)
+    slices: dict[str, Any] | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass(frozen=True)
@@ -143,7 +136,7 @@ def compare(*, candidate: str | Path, champion: Champion | None, eval_data: str 
         resamples=judging.resamples, table=[_json_safe(row) for row in rows],
         champion=None if champion is None else ChampionRecord(label=champion.label, sha256=champion.sha256),
         champion_version=None if champion is None else champion.version, slices=slice_summary)
-    verdict = Verdict.from_checks(STEP, checks, subject=subject, details=details.as_mapping())
+    verdict = Verdict.from_checks(STEP, checks, subject=subject, details=details)
     worst = None if slice_summary is None else slice_summary["worst"]
     if worst is not None:
         verdict = dataclasses.replace(verdict, message=f"{verdict.message}; worst slice {worst['slice']!r} "
