@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from skewgate.common import attest
-from skewgate.common.errors import BackendError, Inconsistent, InputError
+from skewgate.common.errors import BackendError, Inconsistent, InputError, check_read_back
 from skewgate.common.io import load_onnx, sha256_file
 from skewgate.common.registry import Registry
 from skewgate.common.verdict import Check, Subject, Verdict
@@ -192,11 +192,8 @@ def promote(
         readback = registry.get_tags(model_name, version)
         # A concurrent promotion of the same file may have stored its own (equally valid) attestations since:
         # the URI must be there, not necessarily ours.
-        differing = sorted(k for k, v in tags.items()
-                           if readback.get(k) != v and not (k == ATTESTATION_URI_TAG and readback.get(k)))
-        if differing:
-            raise Inconsistent(f"registry tags of {model_name} v{version} did not read back: {differing}; "
-                               f"alias {alias!r} not moved")
+        check_read_back(f"registry tags of {model_name} v{version} (alias {alias!r} not moved)", tags, readback,
+                        present_only={ATTESTATION_URI_TAG})
     registry.append_promotion_log(model_name, {
         "at": datetime.now(UTC).isoformat(timespec="milliseconds"), "model": model_name, "version": version,
         "alias": alias, "sha256": sha, "promoted": promoted, "reason": reason, "previous": previous,
