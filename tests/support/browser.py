@@ -122,7 +122,9 @@ def _session(url: str, *, deadline: float) -> Iterator[tuple[_Pipe, str]]:
     binary = chromium()
     if binary is None:
         raise RuntimeError("chromium is not installed (Debian: apt-get install -y chromium)")
-    with tempfile.TemporaryDirectory(prefix="skewgate-chromium-") as profile:
+    # ignore_cleanup_errors: a Chromium helper process that outlives the browser by a moment can still be writing
+    # into the scratch profile while it is removed ("Directory not empty"), which says nothing about the page.
+    with tempfile.TemporaryDirectory(prefix="skewgate-chromium-", ignore_cleanup_errors=True) as profile:
         pipe = _Pipe(binary, Path(profile))
         try:
             target = pipe.send("Target.createTarget", {"url": "about:blank"}, deadline=deadline)["targetId"]
