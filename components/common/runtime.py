@@ -20,6 +20,11 @@ def session(model: onnx.ModelProto, *, arena: bool = True, cuda: bool = False) -
     options = ort.SessionOptions()
     options.enable_cpu_mem_arena = arena
     options.log_severity_level = 3  # errors only: exposed intermediates make ORT warn about every one
+    # ORT's worker threads spin for a while after each run, waiting for more work. Every caller here runs
+    # something else between runs (PyTorch, numpy statistics) on the same cores, which the spinning threads
+    # starve: a torch/ORT pair interleaved batch by batch took 0.85 s spinning, 0.50 s not; ORT alone loses
+    # ~5% (benchmarks/parity_bench.py).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
     if cuda and "CUDAExecutionProvider" not in ort.get_available_providers():
         raise RuntimeError("the CUDA execution provider is not available (onnxruntime-gpu and a GPU are needed)")
