@@ -35,6 +35,16 @@ class Transformer(nn.Module):
         return self.head(self.encoder(self.proj(x)).mean(1)) * 4.0
 
 
+class CausalTransformer(Transformer):
+    """The encoder above as a decoder-only model uses it: each position attends to itself and earlier ones, through
+    a −inf mask built inside `forward` (non-finite constants in the program, −inf scores in the graph)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        steps = x.shape[1]
+        mask = torch.triu(torch.full((steps, steps), float("-inf")), diagonal=1)
+        return self.head(self.encoder(self.proj(x), mask=mask, is_causal=True)[:, -1]) * 4.0
+
+
 class TokenIds(nn.Module):
     """int64 token ids → embedding → LayerNorm → 1-D conv over the sequence → max pool → 4 classes."""
 
@@ -144,6 +154,7 @@ class Spec:
 
 ZOO: dict[str, Spec] = {
     "transformer": Spec(Transformer, {"x": _normal(8, 12)}, attention="encoder.layers.0.self_attn"),
+    "causal_transformer": Spec(CausalTransformer, {"x": _normal(8, 12)}, attention="encoder.layers.0.self_attn"),
     "token_ids": Spec(TokenIds, {"ids": _ids}),
     "lstm": Spec(Recurrent, {"x": _normal(10, 8)}),
     "two_in_two_out": Spec(TwoInTwoOut, {"image": _normal(1, 8, 8), "meta": _normal(4)}),

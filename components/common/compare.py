@@ -83,9 +83,13 @@ def compare_close(actual: npt.ArrayLike, expected: npt.ArrayLike, tolerance: Tol
         diff = np.where(both_nan | same_inf, 0.0, diff)
         diff = np.where(np.isnan(diff), np.inf, diff)
         allowed = tolerance.atol + tolerance.rtol * np.abs(e64)
-        bad = diff > allowed
+        # an infinite difference (inf against −inf, NaN or a finite value) is out of any tolerance, even the
+        # infinite one an infinite expected value would allow
+        far = np.isinf(diff)
+        bad = (diff > allowed) | far
         ratio = np.where(allowed > 0, diff / np.where(allowed > 0, allowed, 1.0), np.where(diff > 0, np.inf, 0.0))
-        rel = diff / np.maximum(np.abs(e64), np.finfo(np.float64).tiny)
+        ratio = np.where(far, np.inf, ratio)
+        rel = np.where(far, np.inf, diff / np.maximum(np.abs(e64), np.finfo(np.float64).tiny))
     total = int(a.size)
     first = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), a.shape)) if bad.any() else None
     return Closeness(

@@ -35,28 +35,36 @@ class RunningError:
         # float32 arithmetic, in place where it can be: this runs on every intermediate of every batch
         a = np.asarray(actual, dtype=np.float32).ravel()
         e = np.asarray(expected, dtype=np.float32).ravel()
-        diff = np.subtract(a, e)
+        with np.errstate(invalid="ignore", over="ignore"):  # inf − inf: sorted out below
+            diff = np.subtract(a, e)
         np.abs(diff, out=diff)
         top = float(diff.max(initial=0.0))
-        if math.isnan(top):  # NaN equals NaN only where both sides have it (max propagates any NaN)
-            diff = np.where(np.isnan(diff), np.where(np.isnan(a) & np.isnan(e), 0.0, np.inf), diff).astype(np.float32)
+        if math.isnan(top):  # max propagates any NaN: a NaN on one side, or inf − inf
+            # as torch.testing.assert_close: NaN equals NaN, and an infinity equals itself (−inf in an attention
+            # mask is not a divergence); anything else against NaN or inf is infinitely far
+            same = (np.isnan(a) & np.isnan(e)) | (a == e)
+            diff = np.where(np.isnan(diff), np.where(same, 0.0, np.inf), diff).astype(np.float32)
             top = float(diff.max(initial=0.0))
         self.count += diff.size
         self.max_abs = max(self.max_abs, top)
-        self.sum_abs += float(diff.sum())
+        self.sum_abs += float(np.einsum("i->", diff))  # a plain float32 sum: 3× faster than the pairwise .sum()
         scratch = np.abs(e)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            rel = np.maximum(scratch, 1e-12)
+            # |e| + 1e-12, not max(|e|, 1e-12): the same float32 wherever |e| > 1e-5, and a scalar maximum is
+            # 10× slower than an add (it was the costliest pass here)
+            rel = np.add(scratch, np.float32(1e-12))
             np.divide(diff, rel, out=rel)
             self.max_rel = max(self.max_rel, float(rel.max(initial=0.0)))
             np.multiply(scratch, self.tolerance.rtol, out=scratch)
             scratch += self.tolerance.atol
             np.divide(diff, scratch, out=scratch)  # x/0 → inf, 0/0 → nan (ignored by fmax)
             self.worst_ratio = max(self.worst_ratio, float(np.fmax.reduce(scratch, initial=0.0)))
+        if math.isinf(top):  # inf against −inf, NaN, or a finite value: never within tolerance (inf/inf is NaN)
+            self.max_rel = self.worst_ratio = math.inf
         self.signal += _energy(e)
-        self.noise += _energy(diff if math.isfinite(top) else diff[np.isfinite(diff)])
+        self.noise += _energy(diff)
         room = RESERVOIR - self._kept
-        if room > 0:  # a uniform sample with replacement: enough for the median and p99
+        if room > 0 and diff.size:  # a uniform sample with replacement: enough for the median and p99
             keep = diff if diff.size <= room else diff[rng.integers(0, diff.size, room)]
             self.sample.append(keep)
             self._kept += keep.size
@@ -85,12 +93,16 @@ class RunningError:
 
 
 def _energy(x: np.ndarray) -> float:
-    """Σx², by a float32 BLAS dot (one pass, no copy); in float64 when float32 would overflow."""
+    """Σx² over the finite entries, by a float32 BLAS dot (one pass, no copy); in float64 when float32 would
+    overflow, or x holds inf/NaN (a masked attention score: it carries no signal)."""
     if not x.size:
         return 0.0
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         total = float(np.dot(x, x))
-    return total if math.isfinite(total) else float(np.dot(x.astype(np.float64), x.astype(np.float64)))
+    if math.isfinite(total):
+        return total
+    wide = x[np.isfinite(x)].astype(np.float64)
+    return float(np.dot(wide, wide))
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:

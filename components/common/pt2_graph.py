@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 _DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float16", 7: "float32", 8: "float64",
            12: "bool", 13: "bfloat16"}
 _MEMORY_FORMATS = {1: "contiguous_format", 2: "channels_last", 3: "channels_last_3d", 4: "preserve_format"}
-_SCALARS = {"as_int", "as_float", "as_bool", "as_string", "as_ints", "as_floats", "as_bools", "as_strings"}
+_SCALARS = {"as_int", "as_bool", "as_string", "as_ints", "as_bools", "as_strings"}
 
 
 class Unsupported(Exception):
@@ -244,6 +244,8 @@ class _Builder:
             return [self.nodes[item["name"]] for item in body]
         if kind == "as_optional_tensors":
             return [None if "as_none" in item else self.nodes[item["as_tensor"]["name"]] for item in body]
+        if kind in ("as_float", "as_floats"):  # non-finite floats are stored as "Infinity", "-Infinity", "NaN"
+            return [float(item) for item in body] if isinstance(body, list) else float(body)
         if kind in _SCALARS:
             return list(body) if isinstance(body, list) else body
         if kind in ("as_sym_int", "as_sym_bool", "as_sym_float"):
@@ -262,6 +264,8 @@ class _Builder:
 
     def _symbolic(self, body: dict[str, Any]) -> Any:
         (kind, value), = body.items()
+        if kind == "as_float":
+            return float(value)
         return self.nodes[value] if kind == "as_name" else value
 
     def _meta(self, name: str) -> ValueMeta:

@@ -4,8 +4,10 @@ given FP16 model)."""
 
 import json
 
+import numpy as np
 import onnx
 import pytest
+import torch
 
 from skewgate.cli import main
 from skewgate.parity.core import ParityOptions, parity
@@ -113,7 +115,6 @@ def test_given_fp16_model_that_does_not_fit_exits_2(zoo, tmp_path):
 def test_given_fp16_model_below_the_sqnr_floor_is_named(zoo, tmp_path):
     """No overflow: one FP16 weight 5% off (as a careless re-quantisation would leave it) costs ~26 dB at the
     value its node makes; that value is named, with the SQNR, as the first failure."""
-    import numpy as np
     from onnx import numpy_helper
 
     from skewgate.parity.internals.fp16 import convert
@@ -131,3 +132,50 @@ def test_given_fp16_model_below_the_sqnr_floor_is_named(zoo, tmp_path):
     assert first["overflowed"] == 0 and first["sqnr_db"] < 35
     assert first["value"] == node.output[0]
     assert "SQNR" in result.verdict.check("fp32_vs_fp16.values").detail
+
+
+def test_a_causal_mask_saturated_to_fp16s_limit_is_not_a_failure(zoo):
+    """The exporter writes the −inf mask as float32's minimum; FP16 holds it (and the scores added to it) at
+    −65504, which softmax treats alike: saturated, reported, and judged by the values computed from it."""
+    files, onnx_path = zoo("causal_transformer")
+    result = parity(torch_model=files.pt2, onnx=onnx_path, inputs=files.inputs, fp16=True, options=FINALS)
+    assert result.verdict.status == "pass", result.verdict.message
+    saturated = {row["value"]: row for row in result.layers["fp32_vs_fp16"] if row["saturated"]}
+    assert {row["op"] for row in saturated.values()} >= {"Where", "Add"}
+    assert all(row["module"].endswith("self_attn") for row in saturated.values())
+
+
+class _LargeOffset(torch.nn.Module):
+    """(linear(x) + 1e6) − 1e6: FP32 keeps x's digits; FP16 clamps the constant to 65504, so the sum saturates
+    (not a failure by itself) and the difference has lost them (a failure, traced back to the sum)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(6, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.linear(x) + 1e6) - 1e6
+
+
+def test_saturation_that_matters_fails_downstream_and_the_fix_keeps_its_source(tmp_path):
+    from skewgate.export.core import export_model
+
+    torch.manual_seed(0)
+    x = np.random.default_rng(0).normal(size=(64, 6)).astype(np.float32)
+    np.savez(tmp_path / "x.npz", x=x)
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    program = torch.export.export(_LargeOffset().eval(), (torch.from_numpy(x[:4]),), dynamic_shapes={"x": {0: batch}})
+    torch.export.save(program, str(tmp_path / "m.pt2"))
+    assert export_model(model=tmp_path / "m.pt2", inputs=tmp_path / "x.npz", out=tmp_path / "m.onnx").status == "pass"
+    fixed = tmp_path / "fixed.fp16.onnx"
+    result = parity(torch_model=tmp_path / "m.pt2", onnx=tmp_path / "m.onnx", inputs=tmp_path / "x.npz", fp16=True,
+                    fp16_out=fixed, options=FINALS)
+    assert result.verdict.status == "fail"
+    details = result.verdict.details["fp32_vs_fp16"]
+    assert details["first_failure"]["overflowed"] == 0 and details["first_failure"]["sqnr_db"] < 35
+    assert {row["op"] for row in result.layers["fp32_vs_fp16"] if row["saturated"]} == {"Add"}
+    assert result.verdict.check("fp32_vs_fp16.proposal").passed
+    assert details["keep_fp32_ops"] == ["Add", "Sub"]
+    again = parity(torch_model=tmp_path / "m.pt2", onnx=tmp_path / "m.onnx", inputs=tmp_path / "x.npz", fp16=fixed,
+                   options=FINALS)
+    assert again.verdict.status == "pass", again.verdict.message

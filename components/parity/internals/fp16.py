@@ -12,6 +12,12 @@ A value fails when it is non-finite where FP32 is finite (overflow), or its SQNR
 floor. The first failing value whose inputs are clean names the culprit; the node that makes it (for a Cast the
 converter inserted, the nodes that read it) joins the keep-in-FP32 list, the model is converted again, and the
 loop repeats until the candidate passes, the list stops growing, or `max_rounds` is spent.
+
+Elements FP32 holds beyond FP16's range that the candidate holds at a finite value of the same sign are
+saturated, not noise: the converter clamps constants to ±65504, so a causal attention mask (−inf, or float32's
+minimum) and the scores it is added to become about −65504, which softmax treats exactly as −inf. Whether
+saturation matters shows in the values computed from them, judged as usual; when one of those fails, the nodes
+making its saturated inputs join the keep-in-FP32 list with its own.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from skewgate.common.runtime import run_by_name, session
 from skewgate.common.verdict import Check
 
 PAIR = "fp32_vs_fp16"
+FP16_MAX = float(np.finfo(np.float16).max)  # 65504
 
 
 @dataclass(frozen=True)
@@ -49,8 +56,10 @@ class Fp16Options:
 class Fp16Evaluation:
     errors: dict[str, RunningError]  # FP16-graph value → its error against the FP32 value it stands for
     overflow: dict[str, int]  # FP16-graph value → elements non-finite where FP32 is finite
+    saturated: dict[str, int]  # FP16-graph value → elements beyond FP16's range held finite (see the docstring)
     keep: dict[str, list[str]]  # FP16-graph value → FP32 node names to keep in FP32 if it fails
     first: str | None
+    culprits: list[str]  # FP32 nodes to keep so that `first` stops failing
     top1_agreement: float | None
     failed: list[str] = field(default_factory=list)
 
@@ -61,8 +70,22 @@ class Fp16Evaluation:
 
 def convert(model: Any, keep_fp32: list[str]) -> Any:
     """FP16 copy of `model` with graph I/O in FP32 and the nodes named in `keep_fp32` left in FP32."""
+    import onnx
     from onnxconverter_common import float16
 
+    if keep_fp32:
+        # The converter keeps an initializer FP32 only if no value_info names it (else it converts it, clamped,
+        # and casts it back up for the kept nodes); the dynamo exporter names every initializer. So drop that
+        # entry for the initializers only kept nodes read: a constant past FP16's range then reaches them intact.
+        model = onnx.ModelProto.FromString(model.SerializeToString())
+        kept, readers = set(keep_fp32), dict[str, set[str]]()
+        for node in model.graph.node:
+            for value in node.input:
+                readers.setdefault(value, set()).add(node.name)
+        only_kept = {i.name for i in model.graph.initializer if i.name in readers and readers[i.name] <= kept}
+        entries = [v for v in model.graph.value_info if v.name not in only_kept]
+        del model.graph.value_info[:]
+        model.graph.value_info.extend(entries)
     # constants beyond FP16's range are a finding to report, not something to clamp silently to 1e4
     return float16.convert_float_to_float16(model, keep_io_types=True, max_finite_val=65504.0,
                                             node_block_list=keep_fp32 or None)
@@ -78,9 +101,17 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
     reference: dict[str, str] = {}  # FP16-graph value → FP32 value
     keep: dict[str, list[str]] = {}
     readers: dict[str, list[str]] = {}
+    made_by = {value: node for node in candidate.graph.node for value in node.output}
     for node in candidate.graph.node:
         for value in node.input:
             readers.setdefault(value, []).append(node.name)
+
+    def behind_casts(value: str) -> str:
+        """The value a chain of the converter's Casts starts from (`value` itself when none)."""
+        while (maker := made_by.get(value)) is not None and maker.op_type == "Cast" and maker.name not in fp32_nodes:
+            value = maker.input[0]
+        return value
+
     for node in candidate.graph.node:
         for value in node.output:
             if node.name in fp32_nodes:
@@ -95,9 +126,14 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
             else:
                 continue
             keep[value] = [r for r in readers.get(value, []) if r in fp32_nodes]
+            source = made_by.get(node.input[0]) if node.input else None
+            if value in fp32_names and source is not None and source.name in fp32_nodes:
+                # the Cast back to FP32 after a graph output's node (I/O kept FP32): keep that node
+                keep[value].insert(0, source.name)
     layers = session(with_intermediates(candidate, list(reference)), arena=False, cuda=options.cuda)
     errors = {v: RunningError(Tolerance(0.0, 0.0)) for v in reference}
     overflow = dict.fromkeys(reference, 0)
+    saturated = dict.fromkeys(reference, 0)
     outputs = [o.name for o in fp32_model.graph.output]
     kept: dict[str, list[np.ndarray]] = {"fp32": [], "fp16": []}
     rng = np.random.default_rng(0)
@@ -113,8 +149,13 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
             if not np.issubdtype(a.dtype, np.floating) or a.shape != e.shape:
                 continue
             overflow[value] += int(np.count_nonzero(~np.isfinite(a) & np.isfinite(e)))
-            with np.errstate(invalid="ignore", over="ignore"):  # inf − inf: counted as overflow above
-                errors[value].update(a.astype(np.float32), e.astype(np.float32), rng)
+            a, e = a.astype(np.float32), e.astype(np.float32)
+            with np.errstate(invalid="ignore"):
+                clamped = (np.abs(e) > FP16_MAX) & np.isfinite(a) & (np.signbit(a) == np.signbit(e))
+            if clamped.any():
+                saturated[value] += int(np.count_nonzero(clamped))
+                a, e = a[~clamped], e[~clamped]
+            errors[value].update(a, e, rng)
         kept["fp32"].append(expected[outputs[0]])
         kept["fp16"].append(actual[outputs[0]])
         del expected, actual  # one batch of intermediates at a time
@@ -125,6 +166,12 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
     overflows = {id(errors[v]): overflow[v] for v in errors}
     failed = [v for v, e in errors.items() if bad(e)]
     first = first_divergence(onnx_values(candidate), errors, bad) if failed else None
+    # the nodes to keep for it: its own, and those making its saturated inputs (seen through the converter's
+    # Casts, on both sides of the node that makes it)
+    maker = made_by.get(behind_casts(first)) if first else None
+    inputs = {behind_casts(i) for i in maker.input} if maker is not None else set()
+    suspects = [first, *sorted(i for i in inputs if saturated.get(i))] if first else []
+    culprits = [k for v in suspects for k in keep.get(v, [])]
     top1 = None
     ref, cand = np.concatenate(kept["fp32"]), np.concatenate(kept["fp16"])
     if ref.ndim >= 2 and ref.shape[-1] > 1 and np.isfinite(cand).all():
@@ -133,7 +180,7 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
         top1 = float(np.mean(ref.argmax(-1) == np.nan_to_num(cand, nan=-np.inf).argmax(-1)))
     if top1 is not None and top1 < options.min_top1_agreement:
         failed.append(f"top-1 agreement {top1:.1%}")
-    return Fp16Evaluation(errors, overflow, keep, first, top1, failed)
+    return Fp16Evaluation(errors, overflow, saturated, keep, first, culprits, top1, failed)
 
 
 def fp16_checks(fp32_model: Any, candidate_path: str | Path | None, feeds: Mapping[str, np.ndarray],
@@ -165,7 +212,7 @@ def fp16_checks(fp32_model: Any, candidate_path: str | Path | None, feeds: Mappi
         if current.ok:
             fixed = keep
             break
-        culprits = [k for k in current.keep.get(current.first or "", []) if k not in keep]
+        culprits = [k for k in current.culprits if k not in keep]
         if not culprits:
             break
         keep += culprits
@@ -211,6 +258,7 @@ def _describe_value(result: Fp16Evaluation, value: str | None, candidate: Any) -
     err = result.errors[value]
     return {"value": value, "op": where.op_type if where else "?", "module": where.module if where else "?",
             "node": where.node if where else "?", "overflowed": result.overflow[value],
+            "saturated": result.saturated[value],
             "sqnr_db": None if math.isinf(err.sqnr_db) else err.sqnr_db, "keep_fp32": result.keep.get(value, [])}
 
 
@@ -232,10 +280,11 @@ def _rows(result: Fp16Evaluation, candidate: Any, options: Fp16Options) -> list[
     values = onnx_values(candidate)
     rows = []
     for name, err in result.errors.items():
-        if not err.count or name not in values:
+        if not (err.count or result.saturated[name]) or name not in values:
             continue
         sqnr = err.sqnr_db
         rows.append({"value": name, "op": values[name].op_type, "module": values[name].module,
                      "depth": values[name].depth, **err.summary(), "overflowed": result.overflow[name],
+                     "saturated": result.saturated[name],
                      "diverged": result.overflow[name] > 0 or sqnr < options.min_sqnr_db})
     return sorted(rows, key=lambda r: r["depth"])
