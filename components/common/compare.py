@@ -68,7 +68,8 @@ class Closeness:
 
 
 def compare_close(actual: npt.ArrayLike, expected: npt.ArrayLike, tolerance: Tolerance) -> Closeness:
-    """Compare elementwise. NaN equals NaN only where both sides have it (as `equal_nan=True`)."""
+    """Compare elementwise. NaN equals NaN only where both sides have it (as `equal_nan=True`), an infinity
+    equals itself, and any other infinite difference is out of tolerance."""
     a = np.asarray(actual)
     e = np.asarray(expected)
     if a.shape != e.shape:
