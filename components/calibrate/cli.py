@@ -25,7 +25,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--calibration", required=True, type=Path, help=".npz named as the model's inputs")
     parser.add_argument("--eval", required=True, type=Path, dest="eval_data",
                         help=".npz of eval inputs (a 'labels' array beside them is used as labels)")
-    parser.add_argument("--labels", type=Path, help=".npy of class indices for the eval inputs")
+    parser.add_argument("--labels", type=Path,
+                        help=".npy of class indices for the eval inputs (or an .npz holding a 'labels' array)")
     parser.add_argument("--out", required=True, type=Path, help="where to write the INT8 model")
     parser.add_argument("--method", choices=get_args(Method), default=defaults.method,
                         help="range per tensor (default: auto, the least expected quantisation error)")

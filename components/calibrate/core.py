@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
@@ -28,14 +28,14 @@ from skewgate.calibrate.int8.budget import Budget, Outcome, budget_loop, trial_r
 from skewgate.calibrate.int8.coverage import coverage, describe, macs_per_node
 from skewgate.calibrate.int8.equalize import equalizable_pairs, equalize
 from skewgate.calibrate.int8.evaluate import Evaluation, Fp32Side, judge, layerwise, platform, reference
-from skewgate.calibrate.int8.quantize import WEIGHTED_OPS, Quantizer, tensors_to_calibrate
+from skewgate.calibrate.int8.quantize import WEIGHTED_OPS, Quantizer, nodes_touching, tensors_to_calibrate
 from skewgate.calibrate.int8.ranges import Choice, Method, choose
 from skewgate.common.compare import Tolerance
 from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.runtime import session
-from skewgate.common.verdict import Check, Subject, Verdict
+from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
 
 log = logging.getLogger(__name__)
 STEP = "calibrate"
@@ -93,7 +93,7 @@ class CalibrateDetails:
     samples: int
     memory_estimate_mib: float  # beside the calibration data
     equalization: tuple[Mapping[str, Any], ...]
-    excluded_nodes: tuple[str, ...]  # kept in FP32 in the written model
+    excluded_nodes: tuple[str, ...]  # kept in FP32 in the written model by the budget loop
     reduce_range: bool  # 7-bit weights in the written model
     trials: tuple[Mapping[str, Any], ...]
     judged: str
@@ -105,6 +105,8 @@ class CalibrateDetails:
     int8_coverage: Mapping[str, Any]
     outliers: tuple[Mapping[str, Any], ...]
     int8: Int8File
+    # node → the ±inf tensor it reads or writes (an attention mask): always FP32; absent when there is none
+    non_finite_fp32: Mapping[str, str] | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,7 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
     # the diagnostic view compares with the model that was calibrated: its tensors are the ones the ranges
     # describe, and its function is the original's (checked above when it was rescaled)
     fp32_side = Fp32Side(target, feeds, batch_size=options.batch_size)
-    quantizer = Quantizer(target, pairs_of_ranges, per_channel=options.per_channel)
+    quantizer = Quantizer(target, pairs_of_ranges, per_channel=options.per_channel, keep_fp32=found.keep_fp32)
     quantizer.write(out)
     first_eval = judge(ref, out, feeds, batch_size=options.batch_size)
     first_view = layerwise(fp32_side, load_onnx(out), ref, ranges=pairs_of_ranges)
@@ -170,7 +172,8 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
         accuracy=Accuracy(fp32=final.accuracy_fp32, int8=final.accuracy_int8, drop=final.drop),
         logits=final.logits, outputs=final.outputs,
         unfused_drop=UnfusedDrop(first=first_view.drop, final=view.drop), int8_coverage=int8_coverage,
-        outliers=tuple(t for t in tensors if t["outlier"]), int8=Int8File(path=str(out), sha256=final.sha256))
+        outliers=tuple(t for t in tensors if t["outlier"]), int8=Int8File(path=str(out), sha256=final.sha256),
+        non_finite_fp32=found.keep_fp32 or None)
     registry_tags = {"skewgate.calibrate.excluded_nodes": ",".join(excluded) or "none",
                      "skewgate.calibrate.accuracy_drop": f"{final.drop:.4f}",
                      "skewgate.calibrate.int8_mac_share": f"{int8_coverage['mac_share']:.4f}",
@@ -198,6 +201,7 @@ class Calibration:
     rescaled: list[dict[str, Any]]
     checks: list[Check]
     memory_estimate: int  # bytes, beside the calibration data
+    keep_fp32: dict[str, str]  # node → the ±inf tensor it reads or writes: never quantised
 
     @property
     def pairs(self) -> dict[str, tuple[float, float]]:
@@ -222,11 +226,20 @@ def calibrate_ranges(model: Any, data: dict[str, np.ndarray], options: Calibrate
         checks.append(_equalization_check(model, target, data, rescaled, options.batch_size))
         first = collect.first_pass(collect.ExtremesRunner(target, names), data, names,
                                    batch_size=options.batch_size, stage="calibration pass 1/2 (equalised model)")
+    # ±inf (an attention mask) has no INT8 range: a tensor holding it is not quantised, and the quantisable
+    # nodes reading or writing it stay FP32 (quantised, −inf would clamp to a small finite value: no mask)
+    infinite = [n for n in names if first[n].has_inf]
+    kept = nodes_touching(target, infinite)
+    names = [n for n in names if n not in infinite]
+    if kept:
+        named = ", ".join(f"{node} ({tensor})" for node, tensor in kept.items())
+        checks.append(Check("non_finite", passed=True, value=len(kept),
+                            detail=f"kept in FP32, as their tensors hold ±inf, which INT8 cannot: {named}"))
     bounds = {n: collect.robust_bounds(first[n]) for n in names}
     hists = collect.second_pass(collect.ActivationRunner(target, names), data, first, bounds,
                                 batch_size=options.batch_size)
     ranges = {n: choose(hists[n], options.method) for n in names}
-    return Calibration(target, names, first, bounds, hists, ranges, rescaled, checks, estimate)
+    return Calibration(target, names, first, bounds, hists, ranges, rescaled, checks, estimate, kept)
 
 
 def _inputs(path: str | Path, specs: list[Any]) -> list[np.ndarray]:
@@ -236,13 +249,20 @@ def _inputs(path: str | Path, specs: list[Any]) -> list[np.ndarray]:
 
 def _labels(path: str | Path | None, arrays: dict[str, np.ndarray], eval_data: str | Path,
             samples: int) -> np.ndarray | None:
-    """Labels from `--labels` (.npy), else a `labels` array beside the inputs, else none (top-1 agreement)."""
+    """Labels from `--labels` (a .npy, or an .npz holding `labels`), else a `labels` array beside the inputs,
+    else none (top-1 agreement)."""
     if path is not None:
         try:
-            found = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as err:
+            loaded = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as err:
             raise InputError(path, expected="a .npy array of class indices", found=f"unreadable ({err})") from err
-        source: str | Path = path
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            with loaded:
+                if "labels" not in loaded.files:
+                    raise InputError(path, expected="a .npy array of class indices, or an .npz with a 'labels' array",
+                                     found=f"an .npz of {sorted(loaded.files)}")
+                loaded = loaded["labels"]
+        found, source = loaded, path
     elif "labels" in arrays:
         found, source = arrays["labels"], eval_data
     else:

@@ -117,6 +117,19 @@ def test_labels_must_match_the_eval_set(calib, tmp_path):
                   out=tmp_path / "m.onnx", labels=labels)
 
 
+def test_labels_may_come_in_an_npz_under_their_name(calib, tmp_path):
+    archive = tmp_path / "labels.npz"
+    np.savez(archive, labels=np.zeros(3, np.int64))
+    with pytest.raises(InputError, match=r"labels.npz: labels: expected 397 integer class indices"):
+        calibrate(onnx=calib["none"], calibration=calib["calibration"], eval_data=calib["eval"],
+                  out=tmp_path / "m.onnx", labels=archive)
+    np.savez(archive, y=np.zeros(397, np.int64))
+    with pytest.raises(InputError, match=r"labels.npz: expected .* an .npz with a 'labels' array, found an .npz of "
+                                         r"\['y'\]"):
+        calibrate(onnx=calib["none"], calibration=calib["calibration"], eval_data=calib["eval"],
+                  out=tmp_path / "m.onnx", labels=archive)
+
+
 def test_model_without_quantisable_op(tmp_path, calib):
     from onnx import TensorProto, helper
 
@@ -129,3 +142,57 @@ def test_model_without_quantisable_op(tmp_path, calib):
     with pytest.raises(InputError, match=r"relu.onnx: expected at least one quantisable op .* found op types"):
         calibrate(onnx=tmp_path / "relu.onnx", calibration=calib["calibration"], eval_data=calib["eval"],
                   out=tmp_path / "m.onnx")
+
+
+def _masked_classifier(path):
+    """x → MatMul → + mask (−inf where `pad`, built in the graph as a padding mask is) → Softmax → MatMul."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.normal(size=s).astype(np.float32), n)
+               for n, s in (("w1", (8, 6)), ("w2", (6, 3)))]
+    constants = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("minus_inf", -np.inf),
+                                                                                  ("zero", 0.0))]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["scores"], name="scores"),
+             helper.make_node("Where", ["pad", "minus_inf", "zero"], ["mask"], name="mask"),
+             helper.make_node("Add", ["scores", "mask"], ["masked"], name="masked"),
+             helper.make_node("Softmax", ["masked"], ["weights"], name="softmax", axis=-1),
+             helper.make_node("MatMul", ["weights", "w2"], ["y"], name="head")]
+    graph = helper.make_graph(nodes, "masked", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8]),
+                                                helper.make_tensor_value_info("pad", TensorProto.BOOL, ["N", 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+                              initializer=[*weights, *constants])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, path)
+    x = rng.normal(size=(256, 8)).astype(np.float32)
+    pad = np.zeros((256, 6), bool)
+    pad[:, 4:] = True  # the last two positions are padding in every sample
+    return {"x": x, "pad": pad}
+
+
+def test_a_tensor_holding_minus_inf_is_never_quantised(tmp_path):
+    """A padding mask has no INT8 range (quantised, −inf would clamp to a small finite value: no mask). The
+    nodes reading or writing it stay FP32, say so, and the written model still masks."""
+    import onnxruntime as ort
+
+    feeds = _masked_classifier(tmp_path / "masked.onnx")
+    np.savez(tmp_path / "data.npz", **feeds)
+    result = calibrate(onnx=tmp_path / "masked.onnx", calibration=tmp_path / "data.npz",
+                       eval_data=tmp_path / "data.npz", out=tmp_path / "masked.int8.onnx")
+    assert result.verdict.status == "pass", result.verdict.message
+    # the mask, the masked scores and the softmax reading them (both hold −inf)
+    assert result.verdict.details["non_finite_fp32"] == {"mask": "mask", "masked": "mask", "softmax": "masked"}
+    assert "masked (mask)" in result.verdict.check("non_finite").detail
+    written = onnx.load(tmp_path / "masked.int8.onnx")
+    assert next(n for n in written.graph.node if n.name == "masked").input[1] == "mask"  # no Q/DQ on the mask
+    # as deployed, the padded positions still weigh nothing: INT8 agrees with FP32 on what masking decides
+    fp32, int8 = (ort.InferenceSession(str(tmp_path / f), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+                  for f in ("masked.onnx", "masked.int8.onnx"))
+    assert np.abs(int8 - fp32).max() < 0.1 * np.abs(fp32).max()
+
+
+def test_a_model_without_infinities_says_nothing_about_them(calib, tmp_path):
+    result = run(calib, tmp_path)
+    assert "non_finite_fp32" not in result.verdict.details
+    assert all(c.name != "non_finite" for c in result.verdict.checks)

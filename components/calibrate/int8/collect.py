@@ -46,6 +46,10 @@ class FirstPass:
     def has_nan(self) -> bool:
         return bool(np.isnan(self.sample_low).any() or np.isnan(self.sample_high).any())
 
+    @property
+    def has_inf(self) -> bool:
+        return bool(np.isinf(self.sample_low).any() or np.isinf(self.sample_high).any())
+
 
 @dataclass
 class Histogram:

@@ -54,6 +54,17 @@ def tensors_to_calibrate(model: onnx.ModelProto) -> list[str]:
     return [n for n in names if n not in shared]
 
 
+def nodes_touching(model: onnx.ModelProto, tensors: Collection[str]) -> dict[str, str]:
+    """Node → the first of `tensors` it reads or writes, for the nodes the quantiser would quantise."""
+    ops, wanted = set(op_types_to_quantize()), set(tensors)
+    touching = {}
+    for node in model.graph.node:
+        hit = next((t for t in (*node.input, *node.output) if t in wanted), None)
+        if hit is not None and node.op_type in ops:
+            touching[node.name] = hit
+    return touching
+
+
 def prepare(model: onnx.ModelProto) -> onnx.ModelProto:
     """The model as ORT's quantiser wants it (shapes inferred, saved and reloaded)."""
     from onnxruntime.quantization.quant_utils import save_and_reload_model_with_shape_infer
@@ -73,11 +84,14 @@ class Quantizer:
     many times as the budget loop tries: only what a trial changes (nodes kept in FP32, 7-bit weights) varies."""
 
     def __init__(self, model: onnx.ModelProto, ranges: Mapping[str, tuple[float, float]], *,
-                 per_channel: bool = True) -> None:
+                 per_channel: bool = True, keep_fp32: Collection[str] = ()) -> None:
+        """`keep_fp32`: nodes never quantised, whatever a trial excludes (they touch a tensor INT8 cannot
+        hold)."""
         self.prepared = prepare(model)
         shared = {pre: ranges[post] for pre, post in relu_inputs(self.prepared).items() if post in ranges}
         self.ranges = {**ranges, **shared}
         self.per_channel = per_channel
+        self.keep_fp32 = list(keep_fp32)
         self.op_types = op_types_to_quantize()
 
     def write(self, out: str | Path, *, exclude: Collection[str] = (), reduce_range: bool = False) -> Path:
@@ -92,8 +106,9 @@ class Quantizer:
             for name, (low, high) in self.ranges.items()})
         source = onnx.ModelProto()
         source.CopyFrom(self.prepared)
+        excluded = [*self.keep_fp32, *(n for n in exclude if n not in self.keep_fp32)]
         quantizer = QDQQuantizer(source, self.per_channel, reduce_range, QuantType.QInt8,
-                                 QuantType.QInt8, data, [], list(exclude), self.op_types, {})
+                                 QuantType.QInt8, data, [], excluded, self.op_types, {})
         previous = logging.getLogger().level
         logging.getLogger().setLevel(logging.ERROR)  # ORT logs a pre-processing hint on the root logger
         try:
