@@ -227,14 +227,16 @@ def calibrate_ranges(model: Any, data: dict[str, np.ndarray], options: Calibrate
         first = collect.first_pass(collect.ExtremesRunner(target, names), data, names,
                                    batch_size=options.batch_size, stage="calibration pass 1/2 (equalised model)")
     # ±inf (an attention mask) has no INT8 range: a tensor holding it is not quantised, and the quantisable
-    # nodes reading or writing it stay FP32 (quantised, −inf would clamp to a small finite value: no mask)
+    # nodes reading or writing it stay FP32 (quantised, −inf clamps to a small finite value: no mask; and
+    # float32's minimum, the exporter's −inf, sets a scale that rounds every other value in the tensor to 0)
     infinite = [n for n in names if first[n].has_inf]
     kept = nodes_touching(target, infinite)
     names = [n for n in names if n not in infinite]
     if kept:
         named = ", ".join(f"{node} ({tensor})" for node, tensor in kept.items())
         checks.append(Check("non_finite", passed=True, value=len(kept),
-                            detail=f"kept in FP32, as their tensors hold ±inf, which INT8 cannot: {named}"))
+                            detail=f"kept in FP32, as their tensors hold ±inf (or float32's extremes, as an "
+                                   f"exported −inf mask does), which INT8 cannot: {named}"))
     bounds = {n: collect.robust_bounds(first[n]) for n in names}
     hists = collect.second_pass(collect.ActivationRunner(target, names), data, first, bounds,
                                 batch_size=options.batch_size)

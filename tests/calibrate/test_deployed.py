@@ -124,3 +124,20 @@ def test_coverage_limit_is_an_option(exported, tmp_path):
     result = calibrate(onnx=model, calibration=calibration, eval_data=eval_data, out=tmp_path / "m.onnx",
                        options=CalibrateOptions(min_int8_mac_share=0.0))
     assert result.verdict.check("int8_coverage").passed
+
+
+def test_the_causal_mask_stays_fp32_and_the_transformer_loses_less(exported, tmp_path, monkeypatch):
+    """The exported −inf mask is float32's minimum: calibrated like any tensor, it sets a scale of ~1e36 that
+    rounds every attention score to 0. Side by side with that (the threshold moved out of reach), keeping the
+    mask's nodes in FP32 loses fewer points."""
+    from skewgate.calibrate.int8 import collect
+
+    model, calibration, eval_data = exported["causal_transformer"]
+    result = calibrate(onnx=model, calibration=calibration, eval_data=eval_data, out=tmp_path / "m.int8.onnx")
+    ops = {n.name: n.op_type for n in onnx.load(str(model)).graph.node}
+    kept = result.verdict.details["non_finite_fp32"]
+    assert sorted(ops[node] for node in kept) == ["Add", "Add", "Softmax", "Softmax", "Where", "Where"]
+    monkeypatch.setattr(collect, "INFINITE", np.inf)
+    quantised = calibrate(onnx=model, calibration=calibration, eval_data=eval_data, out=tmp_path / "q.int8.onnx")
+    assert "non_finite_fp32" not in quantised.verdict.details
+    assert result.verdict.details["accuracy"]["drop"] < quantised.verdict.details["accuracy"]["drop"]

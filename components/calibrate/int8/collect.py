@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 BINS = 2048
 OUTLIER_SAMPLE_FACTOR = 4.0  # a sample whose |max| is this many times the median sample's is an outlier …
 MAX_OUTLIER_SAMPLES = 0.02  # … and at most this fraction of the samples (at least one) may be set aside
+INFINITE = float(np.finfo(np.float32).max) / 2  # at least this far from 0 counts as ±inf (see FirstPass.has_inf)
 Runner = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
 
@@ -48,7 +49,10 @@ class FirstPass:
 
     @property
     def has_inf(self) -> bool:
-        return bool(np.isinf(self.sample_low).any() or np.isinf(self.sample_high).any())
+        """Some sample reaches ±inf, or float32's extremes: the dynamo exporter writes a −inf attention mask as
+        float32's minimum (−3.4e38), which is infinity in all but name."""
+        with np.errstate(invalid="ignore"):
+            return bool((np.abs(self.sample_low) >= INFINITE).any() or (np.abs(self.sample_high) >= INFINITE).any())
 
 
 @dataclass
