@@ -173,6 +173,8 @@ def test_saturation_that_matters_fails_downstream_and_the_fix_keeps_its_source(t
     assert result.verdict.status == "fail"
     details = result.verdict.details["fp32_vs_fp16"]
     assert details["first_failure"]["overflowed"] == 0 and details["first_failure"]["sqnr_db"] < 35
+    # the graph output, named by the node that computes it (not the converter's Cast back to FP32)
+    assert (details["first_failure"]["value"], details["first_failure"]["op"]) == ("sub_2", "Sub")
     assert {row["op"] for row in result.layers["fp32_vs_fp16"] if row["saturated"]} == {"Add"}
     assert result.verdict.check("fp32_vs_fp16.proposal").passed
     assert details["keep_fp32_ops"] == ["Add", "Sub"]

@@ -255,6 +255,9 @@ def _describe_value(result: Fp16Evaluation, value: str | None, candidate: Any) -
         return None
     values = onnx_values(candidate)
     where = values.get(value)
+    behind = values.get(where.inputs[0]) if where is not None and where.op_type == "Cast" and where.inputs else None
+    if behind is not None and behind.node in result.keep.get(value, []):
+        where = behind  # a graph output's Cast back to FP32 (I/O kept FP32): name the node that computed it
     err = result.errors[value]
     return {"value": value, "op": where.op_type if where else "?", "module": where.module if where else "?",
             "node": where.node if where else "?", "overflowed": result.overflow[value],
