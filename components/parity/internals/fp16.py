@@ -151,7 +151,8 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
             overflow[value] += int(np.count_nonzero(~np.isfinite(a) & np.isfinite(e)))
             a, e = a.astype(np.float32), e.astype(np.float32)
             with np.errstate(invalid="ignore"):
-                clamped = (np.abs(e) > FP16_MAX) & np.isfinite(a) & (np.signbit(a) == np.signbit(e))
+                beyond = np.abs(e) > FP16_MAX  # rare: the full test only where FP32 leaves FP16's range
+                clamped = beyond & np.isfinite(a) & (np.signbit(a) == np.signbit(e)) if beyond.any() else beyond
             if clamped.any():
                 saturated[value] += int(np.count_nonzero(clamped))
                 a, e = a[~clamped], e[~clamped]
