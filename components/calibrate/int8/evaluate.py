@@ -88,16 +88,22 @@ def deployed_session(path: str | Path) -> Any:
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
+def cpu_flags() -> list[str]:
+    """The CPU's feature flags as Linux lists them (x86's `flags` line); empty where that is unknown (no
+    /proc/cpuinfo, or an architecture that lists its features otherwise)."""
+    try:
+        return next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("flags")), [])
+    except OSError:
+        return []
+
+
 def platform() -> dict[str, Any]:
     """Where the deployed figures were measured: ORT's integer kernels differ by CPU (without VNNI, u8×s8 pairs
     are summed in int16 and can saturate), so an INT8 verdict holds for this kind of machine."""
     import onnxruntime as ort
 
-    try:
-        flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("flags")), [])
-    except OSError:
-        flags = []
+    flags = cpu_flags()
     return {"onnxruntime": ort.__version__, "provider": "CPUExecutionProvider",
             "vnni": any(f in ("avx512_vnni", "avx_vnni", "amx_int8") for f in flags) if flags else None}
 

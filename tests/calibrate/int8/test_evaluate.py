@@ -4,6 +4,7 @@ import numpy as np
 import onnx
 import pytest
 
+from skewgate.calibrate.int8 import evaluate
 from skewgate.calibrate.int8.evaluate import Fp32Side, Reference, agreement, compare, judge, layerwise, reference
 from skewgate.calibrate.int8.quantize import quantize
 from skewgate.common.errors import InputError
@@ -136,3 +137,17 @@ def test_the_fp32_side_runs_once_when_its_values_fit(tiny, tmp_path, keep_bytes,
     fresh = layerwise(Fp32Side(model, data, batch_size=32), final, ref)
     assert side.runs == fp32_passes
     assert view == fresh
+
+
+@pytest.mark.parametrize("flags, vnni", [
+    (["fpu", "sse4_2", "avx2", "avx512f", "avx512bw"], False),  # AVX-512 alone (Skylake-SP): u8×s8 sums in int16
+    (["avx2", "avx512f", "avx512_vnni"], True),
+    (["avx2", "avx_vnni"], True),
+    (["avx512f", "amx_int8"], True),
+    ([], None),  # no x86 `flags` line (another architecture, no /proc/cpuinfo): unknown, not "without VNNI"
+], ids=["avx512-without-vnni", "avx512-vnni", "avx-vnni", "amx", "unknown"])
+def test_the_verdict_says_what_cpu_it_was_judged_on(monkeypatch, flags, vnni):
+    """Either kind of CPU, on any machine: the flags are faked where they are read."""
+    monkeypatch.setattr(evaluate, "cpu_flags", lambda: flags)
+    judged_on = evaluate.platform()
+    assert judged_on["vnni"] is vnni and judged_on["provider"] == "CPUExecutionProvider"
