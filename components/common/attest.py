@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skewgate.common.errors import InputError
+from skewgate.common.io import read_regular_file
 from skewgate.common.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ ENVELOPE_SUFFIX = ".intoto.jsonl"
 KEY_FILE, PUBLIC_KEY_FILE = "skewgate.key", "skewgate.pub"
 SIGNING_KEY_ENV, TRUSTED_KEYS_ENV = "SKEWGATE_SIGNING_KEY", "SKEWGATE_TRUSTED_KEYS"
 MAX_ENVELOPE_BYTES = 32 * 1024 * 1024
+MAX_KEY_BYTES = 64 * 1024  # a PEM Ed25519 key is about 120 bytes
 
 
 class SignatureInvalid(Exception):
@@ -81,9 +83,8 @@ def load_signing_key(path: str | Path) -> SigningKey:
 
     path = Path(path)
     try:
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-    except FileNotFoundError as err:
-        raise InputError(path, expected="an Ed25519 private key (PEM)", found="no such file") from err
+        pem = read_regular_file(path, limit=MAX_KEY_BYTES, expected="an Ed25519 private key (PEM)")
+        key = serialization.load_pem_private_key(pem, password=None)
     except (ValueError, TypeError) as err:
         raise InputError(path, expected="an unencrypted Ed25519 private key (PEM)", found=str(err)) from err
     if not isinstance(key, Ed25519PrivateKey):
@@ -106,9 +107,8 @@ def load_trusted_keys(paths: Iterable[str | Path]) -> dict[str, Ed25519PublicKey
     keys: dict[str, Ed25519PublicKey] = {}
     for path in map(Path, paths):
         try:
-            public = serialization.load_pem_public_key(path.read_bytes())
-        except FileNotFoundError as err:
-            raise InputError(path, expected="an Ed25519 public key (PEM)", found="no such file") from err
+            pem = read_regular_file(path, limit=MAX_KEY_BYTES, expected="an Ed25519 public key (PEM)")
+            public = serialization.load_pem_public_key(pem)
         except ValueError as err:
             raise InputError(path, expected="an Ed25519 public key (PEM)", found=str(err)) from err
         if not isinstance(public, Ed25519PublicKey):
@@ -204,15 +204,21 @@ def write_envelope(envelope: Mapping[str, Any], path: str | Path) -> Path:
 
 
 def read_envelope(path: str | Path) -> dict[str, Any]:
+    """The DSSE envelope in `path`. No file is `SignatureInvalid` ("unsigned", a refusal); a file that is not a
+    regular file of at most `MAX_ENVELOPE_BYTES` is an `InputError` (bad input: nothing is decided on it)."""
     path = Path(path)
     try:
-        if path.stat().st_size > MAX_ENVELOPE_BYTES:
-            raise SignatureInvalid(f"{path.name} is larger than {MAX_ENVELOPE_BYTES} bytes")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as err:
-        raise SignatureInvalid(f"unsigned: no {path.name} beside the verdict") from err
+        raw = read_regular_file(path, limit=MAX_ENVELOPE_BYTES, expected="a DSSE envelope (one JSON line)")
+    except InputError as err:
+        if isinstance(err.__cause__, FileNotFoundError):
+            raise SignatureInvalid(f"unsigned: no {path.name} beside the verdict") from err
+        raise
+    try:
+        data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise SignatureInvalid(f"{path.name} is not a DSSE envelope ({err})") from err
+    except RecursionError as err:
+        raise SignatureInvalid(f"{path.name} is not a DSSE envelope (JSON nested too deeply)") from err
     if not isinstance(data, dict):
         raise SignatureInvalid(f"{path.name} is not a DSSE envelope (a JSON {type(data).__name__})")
     return data

@@ -1,4 +1,5 @@
-"""Loaders that check what they load: tensors (`.npz`), tables (Parquet/CSV), ONNX files, file digests.
+"""Loaders that check what they load: tensors (`.npz`), tables (Parquet/CSV), ONNX files, file digests, and small
+files read whole (evidence, keys) that must be regular files of bounded size.
 
 Every failure is an `InputError` naming the file, the field, what was expected and what was found.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +37,69 @@ def sha256_file(path: str | Path) -> str:
     except IsADirectoryError as err:
         raise InputError(path, expected="a file", found="a directory") from err
     return digest.hexdigest()
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def read_regular_file(path: str | Path, *, limit: int, expected: str = "a file") -> bytes:
+    """The whole content of a regular file of at most `limit` bytes, else `InputError` naming the file.
+
+    For files whose size nobody vouches for (a verdicts folder, key files): a FIFO, a device, a socket or a
+    directory is refused without being read (a FIFO would block forever, `/dev/zero` would fill memory), and the
+    limit holds while reading, not only by `st_size` (which is 0 for devices and procfs files). A symbolic link
+    is followed only to a regular file: mounted Kubernetes Secrets and hand-assembled folders are links, and what
+    counts is what the opened descriptor is. The type is checked before opening (opening some devices acts) and
+    again on the opened descriptor (the entry may be swapped in between); the open never blocks (`O_NONBLOCK`).
+    `expected` says what the file should have been (`"a verdict JSON file"`); a missing file is an `InputError`
+    raised from `FileNotFoundError`.
+    """
+    path = Path(path)
+    try:
+        before = os.stat(path)
+        if not stat.S_ISREG(before.st_mode):
+            raise _not_regular(path, before.st_mode, expected)
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError as err:
+        raise InputError(path, expected=expected, found="no such file") from err
+    except OSError as err:
+        raise InputError(path, expected=expected, found=f"unreadable ({err.strerror or err})") from err
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            raise _not_regular(path, opened.st_mode, expected)
+        if opened.st_size > limit:
+            raise InputError(path, expected=f"{expected} of at most {limit} bytes", found=f"{opened.st_size} bytes")
+        chunks, total = [], 0
+        while total <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except BlockingIOError as err:
+        raise InputError(path, expected=expected, found="a file whose reads would block") from err
+    except OSError as err:
+        raise InputError(path, expected=expected, found=f"unreadable ({err.strerror or err})") from err
+    finally:
+        os.close(fd)
+    if total > limit:
+        raise InputError(path, expected=f"{expected} of at most {limit} bytes", found=f"more than {limit} bytes")
+    return b"".join(chunks)
+
+
+def _not_regular(path: Path, mode: int, expected: str) -> InputError:
+    found = _kind(mode)
+    if path.is_symlink():
+        found = f"a symbolic link to {found} ({os.readlink(path)})"
+    return InputError(path, expected=f"{expected} (a regular file)", found=found)
 
 
 @dataclass(frozen=True)

@@ -267,20 +267,24 @@ class Verdict:
 
     @classmethod
     def read(cls, path: str | Path) -> Verdict:
+        return cls.read_with_bytes(path)[0]
+
+    @classmethod
+    def read_with_bytes(cls, path: str | Path) -> tuple[Verdict, bytes]:
+        """The verdict, and the very bytes it was parsed from (to digest and store without reading the file
+        again). The file must be a regular file of at most `MAX_VERDICT_BYTES` (`io.read_regular_file`: a FIFO
+        or a device in a verdicts folder is refused, never read)."""
+        from skewgate.common.io import read_regular_file
+
         path = Path(path)
+        raw = read_regular_file(path, limit=MAX_VERDICT_BYTES, expected="a verdict JSON file")
         try:
-            size = path.stat().st_size
-            if size > MAX_VERDICT_BYTES:
-                raise InputError(path, expected=f"a verdict of at most {MAX_VERDICT_BYTES} bytes",
-                                 found=f"{size} bytes")
-            data = json.loads(path.read_bytes().decode("utf-8"))
-        except FileNotFoundError as err:
-            raise InputError(path, expected="a verdict JSON file", found="no such file") from err
+            data = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise InputError(path, expected="a verdict JSON file", found=f"invalid JSON ({err})") from err
         except RecursionError as err:
             raise InputError(path, expected="a verdict JSON file", found="JSON nested too deeply") from err
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(data, source=str(path)), raw
 
 
 def json_schema() -> dict[str, Any]:

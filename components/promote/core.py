@@ -13,6 +13,7 @@ never rewrites the evidence of the version the alias points at.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,9 +40,14 @@ class Evidence:
 
     verdict: Verdict
     path: Path
-    sha256: str  # of the verdict file's bytes
-    envelope: dict[str, Any] | None
+    content: bytes = field(repr=False)  # the verdict file's bytes as read once: digested and stored, never re-read
+    envelope: dict[str, Any] | None = None
     envelope_problem: str = ""  # why there is no usable envelope
+
+    @property
+    def sha256(self) -> str:
+        """Of the verdict file's bytes."""
+        return hashlib.sha256(self.content).hexdigest()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,13 +84,16 @@ class PromoteDetails:
 
 
 def load_evidence(directory: str | Path) -> dict[str, Evidence]:
-    """Every `*.json` verdict in `directory` by step, with `<stem>.intoto.jsonl` beside it when present."""
+    """Every `*.json` verdict in `directory` by step, with `<stem>.intoto.jsonl` beside it when present.
+
+    Each file is read once, as a regular file of bounded size (`Verdict.read_with_bytes`, `attest.read_envelope`): a
+    FIFO, a device, a directory or an oversized file among them is an `InputError` naming it."""
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError(directory, expected="a directory of verdict JSON files", found="no such directory")
     evidence: dict[str, Evidence] = {}
     for path in sorted(directory.glob("*.json")):
-        verdict = Verdict.read(path)
+        verdict, content = Verdict.read_with_bytes(path)
         if verdict.step in evidence:
             raise InputError(path, field="step", expected="one verdict per step",
                              found=f"a second verdict for {verdict.step!r}")
@@ -92,7 +101,7 @@ def load_evidence(directory: str | Path) -> dict[str, Evidence]:
             envelope, problem = attest.read_envelope(attest.envelope_path(path)), ""
         except attest.SignatureInvalid as err:
             envelope, problem = None, str(err)
-        evidence[verdict.step] = Evidence(verdict, path, sha256_file(path), envelope, problem)
+        evidence[verdict.step] = Evidence(verdict, path, content, envelope, problem)
     return evidence
 
 
@@ -148,7 +157,8 @@ def promote(
     signing_key: attest.SigningKey | None = None,
     int8: str | Path | None = None,
 ) -> Verdict:
-    """Decide, then act on the registry. Bad input raises `InputError` before the registry is touched.
+    """Decide, then act on the registry. Bad input raises `InputError` before the registry is touched (every
+    evidence file is read, whole and once, before the first registry call).
 
     With `int8`, the INT8 model is registered beside the FP32 one as `<model_name>-int8` (its own versions,
     digest and alias: serving code picks a precision by model name) — only when calibrate and parity both
@@ -257,7 +267,7 @@ def _attest(registry: Registry, name: str, version: str, evidence: Mapping[str, 
     """Store every step's verdict and envelope, and promote's own signed decision, with the version."""
     files = {}
     for step, item in evidence.items():
-        files[f"{step}.json"] = item.path.read_bytes()
+        files[f"{step}.json"] = item.content
         if item.envelope is not None:
             files[f"{step}{attest.ENVELOPE_SUFFIX}"] = attest.envelope_bytes(item.envelope)
     if key is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,11 +34,18 @@ def split_steps(text: str) -> tuple[str, ...]:
 
 def gather_verdicts(found: Mapping[str, tuple[str | Path, str | Path]], folder: Path) -> Path:
     """Lay out step → (verdict, envelope) files as promote reads them: `<step>.json` beside
-    `<step>.intoto.jsonl` in `folder` (KFP hands each artifact over under its own path)."""
+    `<step>.intoto.jsonl` in `folder` (KFP hands each artifact over under its own path). Each is copied as a
+    regular file of bounded size (a FIFO or a device is an `InputError`, not an endless copy)."""
+    from skewgate.common import attest
+    from skewgate.common.io import read_regular_file
+    from skewgate.common.verdict import MAX_VERDICT_BYTES
+
     folder.mkdir(parents=True, exist_ok=True)
     for step, (verdict, envelope) in found.items():
-        shutil.copy(verdict, folder / f"{step}.json")
-        shutil.copy(envelope, folder / f"{step}.intoto.jsonl")
+        (folder / f"{step}.json").write_bytes(
+            read_regular_file(verdict, limit=MAX_VERDICT_BYTES, expected="a verdict JSON file"))
+        (folder / f"{step}{attest.ENVELOPE_SUFFIX}").write_bytes(
+            read_regular_file(envelope, limit=attest.MAX_ENVELOPE_BYTES, expected="a DSSE envelope"))
     return folder
 
 

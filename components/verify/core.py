@@ -8,6 +8,7 @@ trusted key, about this digest, acceptable under the recorded policy, and the ve
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -61,7 +62,7 @@ def _promotion(champion: Champion, trusted: dict[str, Any], sha: str) -> tuple[d
     try:
         envelope = attest.read_envelope(champion.attestations_dir / f"promotion{attest.ENVELOPE_SUFFIX}")
         statement, _ = attest.open_envelope(envelope, trusted)
-    except attest.SignatureInvalid as err:
+    except (InputError, attest.SignatureInvalid) as err:  # InputError: not a regular file, or too large
         return None, f"promotion attestation: {err}"
     predicate = statement.get("predicate", {})
     digest = (statement.get("subject") or [{}])[0].get("digest", {}).get("sha256")
@@ -77,7 +78,7 @@ def _step_check(folder: Path, step: str, trusted: dict[str, Any], sha: str, poli
                 recorded: dict[str, Any]) -> Check:
     name = f"evidence.{step}"
     try:
-        verdict = Verdict.read(folder / f"{step}.json")
+        verdict, content = Verdict.read_with_bytes(folder / f"{step}.json")
         envelope = attest.read_envelope(folder / f"{step}{attest.ENVELOPE_SUFFIX}")
         attest.verify_verdict(verdict, envelope, trusted, artifact_sha256=sha)
     except (InputError, attest.SignatureInvalid) as err:
@@ -85,7 +86,7 @@ def _step_check(folder: Path, step: str, trusted: dict[str, Any], sha: str, poli
     accepted = {"pass", "warn"} if policy.get("allow_warn") else {"pass"}
     if verdict.status not in accepted:
         return Check(name, passed=False, detail=f"status {verdict.status}")
-    if sha256_file(folder / f"{step}.json") != recorded.get("verdict_sha256"):
+    if hashlib.sha256(content).hexdigest() != recorded.get("verdict_sha256"):
         return Check(name, passed=False, detail="not the verdict promote's signed decision recorded")
     return Check(name, passed=True, detail=f"{verdict.status}, signed, same artifact")
 

@@ -1,9 +1,22 @@
+import contextlib
+import os
+import signal
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from skewgate.common.errors import InputError
-from skewgate.common.io import TensorSpec, load_npz, load_onnx, load_table, onnx_input_specs, sha256_file
+from skewgate.common.io import (
+    TensorSpec,
+    load_npz,
+    load_onnx,
+    load_table,
+    onnx_input_specs,
+    read_regular_file,
+    sha256_file,
+)
 
 SPEC = TensorSpec("pixels", "float32", (None, 1, 8, 8))
 
@@ -115,3 +128,71 @@ def test_the_npz_limit_admits_arrays_under_it(tmp_path):
     assert load_npz(path, max_bytes=48)["x"].shape == (4, 3)
     with pytest.raises(InputError, match="at most 47 bytes"):
         load_npz(path, max_bytes=47)
+
+
+@contextlib.contextmanager
+def deadline(seconds: int = 30):
+    """Fail, instead of hanging the suite, when the body blocks (opening a FIFO for reading blocks until a writer
+    comes): SIGALRM interrupts the blocked system call and the handler raises."""
+    def expire(signum, frame):
+        raise TimeoutError(f"still blocked after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_regular_file_within_the_limit_is_read_whole(tmp_path):
+    path = tmp_path / "v.json"
+    path.write_bytes(b"x" * 100)
+    assert read_regular_file(path, limit=100) == b"x" * 100
+    (tmp_path / "link.json").symlink_to(path)  # a link to a regular file is what it points at (mounted Secrets)
+    assert read_regular_file(tmp_path / "link.json", limit=100) == b"x" * 100
+
+
+def test_a_regular_file_over_the_limit_is_refused(tmp_path):
+    path = tmp_path / "v.json"
+    path.write_bytes(b"x" * 101)
+    with pytest.raises(InputError, match=r"v\.json: expected a verdict of at most 100 bytes, found 101 bytes"):
+        read_regular_file(path, limit=100, expected="a verdict")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs procfs")
+def test_the_limit_holds_while_reading_not_only_by_st_size():
+    assert os.stat("/proc/self/status").st_size == 0  # procfs: regular, "empty", yet hundreds of bytes
+    with pytest.raises(InputError, match="found more than 10 bytes"):
+        read_regular_file("/proc/self/status", limit=10)
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "zz.json"
+    os.mkfifo(fifo)
+    with deadline(), pytest.raises(InputError, match=r"zz\.json: expected a file \(a regular file\), found a FIFO"):
+        read_regular_file(fifo, limit=100)
+    (tmp_path / "link.json").symlink_to(fifo)
+    with deadline(), pytest.raises(InputError, match=r"link\.json: .*found a symbolic link to a FIFO"):
+        read_regular_file(tmp_path / "link.json", limit=100)
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_a_link_to_a_device_is_refused_before_anything_is_read(tmp_path):
+    link = tmp_path / "zz.json"
+    link.symlink_to("/dev/zero")
+    with deadline(), pytest.raises(InputError, match=r"zz\.json: .*found a symbolic link to a character device "
+                                                     r"\(/dev/zero\)"):
+        read_regular_file(link, limit=1 << 30)
+    with deadline(), pytest.raises(InputError, match="found a character device"):
+        read_regular_file("/dev/zero", limit=1 << 30)
+
+
+def test_a_directory_or_a_missing_file_is_refused(tmp_path):
+    (tmp_path / "d.json").mkdir()
+    with pytest.raises(InputError, match=r"d\.json: expected a file \(a regular file\), found a directory"):
+        read_regular_file(tmp_path / "d.json", limit=100)
+    with pytest.raises(InputError, match=r"nope\.json: expected a key, found no such file") as caught:
+        read_regular_file(tmp_path / "nope.json", limit=100, expected="a key")
+    assert isinstance(caught.value.__cause__, FileNotFoundError)  # read_envelope tells "unsigned" by this

@@ -2,6 +2,9 @@
 
 import os
 import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
@@ -109,6 +112,32 @@ def test_bad_input_exits_2_and_registers_nothing(setup, case):
         verdicts = verdicts.parent / "nowhere"
     assert _promote(onnx_path, verdicts, uri) == 2
     assert MlflowClient(uri).search_registered_models() == []
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists() or not hasattr(os, "mkfifo"), reason="needs a POSIX /dev")
+@pytest.mark.parametrize(("entry", "make", "found"), [
+    ("zz.json", os.mkfifo, "found a FIFO"),
+    ("zz.json", lambda p: p.symlink_to("/dev/zero"), "found a symbolic link to a character device (/dev/zero)"),
+])
+def test_an_entry_that_is_not_a_regular_file_exits_2_naming_it_and_registers_nothing(setup, entry, make, found):
+    """In a process of its own with a timeout: a FIFO once blocked promote for ever (its MLflow run stayed
+    RUNNING), a link to /dev/zero allocated until killed."""
+    onnx_path, verdicts, uri, write = setup
+    write()
+    (verdicts / entry).unlink(missing_ok=True)
+    make(verdicts / entry)
+    done = subprocess.run([sys.executable, "-m", "skewgate", "promote", "--model-name", "digits", "--onnx",
+                           str(onnx_path), "--verdicts", str(verdicts), "--tracking-uri", uri, "--experiment",
+                           "digits", "--require", "export"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert f"{verdicts / entry}: expected " in done.stderr and found in done.stderr
+    client = MlflowClient(uri)
+    assert client.search_registered_models() == []
+    experiment = client.get_experiment_by_name("digits")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id])
+    assert [r.data.tags.get("skewgate.step") for r in runs].count("promote") == 1
+    assert runs and all(r.info.status != "RUNNING" for r in runs)  # the promote run and this call's parent ended
 
 
 def test_unreachable_mlflow_exits_2(setup):

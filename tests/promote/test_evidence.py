@@ -2,8 +2,11 @@
 
 Each case ends refused (or as bad input) with the alias where it was and the champion's evidence untouched."""
 
+import hashlib
 import json
+import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +15,7 @@ from skewgate.common.errors import BackendError, InputError
 from skewgate.common.io import sha256_file
 from skewgate.promote.core import Policy
 from skewgate.promote.core import promote as promote_core
+from tests.common.test_io import deadline
 from tests.promote.fake_registry import MUTATIONS, CrashingRegistry, FakeRegistry
 from tests.promote.test_core import (
     NAME,
@@ -131,6 +135,72 @@ def test_hand_edited_verdicts_are_bad_input_before_the_registry_is_touched(onnx_
         promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion)
     _unchanged(champion, before)
     assert champion.log == []
+
+
+class Untouchable:
+    """A registry that no call may reach: bad input must be refused before the first one."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"the registry was touched ({name}) before the evidence was read")
+
+
+def _fifo(path):
+    os.mkfifo(path)
+
+
+def _dev_zero(path):
+    path.symlink_to("/dev/zero")
+
+
+def _directory(path):
+    path.mkdir()
+
+
+LIMIT = 1 << 16  # what the test lowers both limits to: above a real verdict and envelope
+
+
+def _oversized(path):
+    path.write_bytes(b" " * (LIMIT + 1))
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists() or not hasattr(os, "mkfifo"), reason="needs a POSIX /dev")
+@pytest.mark.parametrize("make", [_fifo, _dev_zero, _directory, _oversized])
+@pytest.mark.parametrize("entry", ["zz.json", "export.intoto.jsonl"])
+def test_an_entry_that_is_not_a_small_regular_file_is_bad_input_before_the_registry_is_touched(
+        onnx_file, tmp_path, monkeypatch, make, entry):
+    from skewgate.common import verdict as verdict_module
+
+    monkeypatch.setattr(verdict_module, "MAX_VERDICT_BYTES", LIMIT)
+    monkeypatch.setattr(attest, "MAX_ENVELOPE_BYTES", LIMIT)
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    (verdicts / entry).unlink(missing_ok=True)
+    make(verdicts / entry)
+    with deadline(), pytest.raises(InputError) as caught:  # a FIFO once blocked here for ever, /dev/zero filled memory
+        promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=Untouchable())
+    assert caught.value.source == str(verdicts / entry)
+    assert "regular file" in str(caught.value) or f"at most {LIMIT} bytes" in str(caught.value)
+
+
+def test_evidence_linked_from_elsewhere_counts_and_is_read_once(onnx_file, tmp_path):
+    """A link to a regular file is that file (mounted Secrets, hand-assembled folders); what promote stores and
+    digests is what it read, even if the file changes afterwards."""
+    written = _write(tmp_path / "steps", _verdict("export", PASSING, sha256_file(onnx_file)))
+    verdicts = tmp_path / "v"
+    verdicts.mkdir()
+    for name in ("export.json", "export.intoto.jsonl"):
+        (verdicts / name).symlink_to(written / name)
+    original = (written / "export.json").read_bytes()
+
+    class SwappingRegistry(FakeRegistry):
+        def find_version(self, name, sha256):
+            (written / "export.json").write_bytes(b"swapped after reading")
+            return super().find_version(name, sha256)
+
+    registry = SwappingRegistry()
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
+    assert result.status == "pass" and registry.aliases[NAME] == {"champion": "1"}
+    assert registry.attestations[(NAME, "1")]["export.json"] == original
+    assert registry.versions[NAME]["1"]["skewgate.verdict_sha256.export"] == hashlib.sha256(original).hexdigest()
 
 
 def test_a_verdict_cannot_write_outside_its_own_prefix(onnx_file, tmp_path):
