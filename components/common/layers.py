@@ -78,7 +78,12 @@ class TorchRecorder:
 
     Reading the graph (`order`, `recorded`, `modules`) is separate from `record(names)`, which rewrites it once
     to return those intermediates beside its outputs, so each batch is one compiled forward that keeps only the
-    values someone compares (a batch of every intermediate is most of parity's memory)."""
+    values someone compares (a batch of every intermediate is most of parity's memory).
+
+    Each value is returned as it was when produced: `torch.export` keeps in-place ATen ops (`relu_`, `add_`,
+    `silu_` from `inplace=True` modules), which overwrite a tensor the graph produced earlier, so a value read at
+    the end of the graph may be a later op's. The rewrite clones each kept value right after the node that makes
+    it (one copy per kept value and batch: the memory parity holds anyway)."""
 
     def __init__(self, program: torch.export.ExportedProgram) -> None:
 
@@ -88,8 +93,10 @@ class TorchRecorder:
         tensors = [n for n in graph.nodes if n.op == "call_function" and value_dims(n.meta.get("val")) is not None]
         self.recorded = [n.name for n in tensors]  # what can be recorded
         self.modules = {n.name: _innermost_module(n) for n in tensors}
+        self.module_types = {n.name: _innermost_module_type(n) for n in tensors}
         self._kept: list[str] = []
         self.module: torch.fx.GraphModule | None = None
+        self._float64: torch.fx.GraphModule | None = None
 
     def record(self, names: Collection[str]) -> None:
         import torch
@@ -101,24 +108,69 @@ class TorchRecorder:
         self.outputs = len(leaves)
         kept = [n for n in graph.nodes if n.name in names and n.name in self.modules]
         self._kept = [n.name for n in kept]
+        snapshots = []
+        for node in kept:  # the value as produced, before any later in-place op writes into it
+            with graph.inserting_after(node):
+                snapshots.append(graph.call_function(torch.ops.aten.clone.default, (node,)))
         with graph.inserting_before(output):
-            graph.output((*leaves, *kept))
+            graph.output((*leaves, *snapshots))
         graph.erase_node(output)
         graph._codegen = torch.fx.graph.CodeGen()  # flat in, flat out: drop the pytree (un)flattening codegen
         module.recompile()
         self.module = module
+        self._float64 = None
 
-    def run(self, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+    def run(self, feeds: dict[str, np.ndarray], *, float64: bool = False,
+            ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+        """The outputs and the kept values; `float64`: the same program computed in float64 (see
+        `float64_module`), fed the same values widened, as a reference for float32 rounding."""
         import torch
 
         if self.module is None:
             raise RuntimeError("TorchRecorder.run before record(names)")
-        tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in feeds.values()]
+        module = self.module
+        if float64:
+            self._float64 = self._float64 or float64_module(self.module)
+            module = self._float64
+        tensors = [torch.from_numpy(np.ascontiguousarray(_widen(a) if float64 else a)) for a in feeds.values()]
         with torch.no_grad():
             # the rewritten graph returns a flat tuple: the outputs, then every kept intermediate
-            result = self.module.forward(*tensors)
+            result = module.forward(*tensors)
         arrays = [t.detach().cpu().numpy() for t in result]
         return arrays[: self.outputs], dict(zip(self._kept, arrays[self.outputs :], strict=True))
+
+
+def float64_module(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy of `module` that computes in float64: float32 weights and buffers widened, and every float32
+    dtype the graph names (`full`, `arange`, `_to_copy`, …) made float64, so no op narrows back. Integer and
+    boolean values are left as they are. May raise where an op has no float64 kernel: callers fall back."""
+    import copy
+
+    import torch
+
+    wide = copy.deepcopy(module)
+    for holder in wide.modules():
+        for name, tensor in [*holder.named_parameters(recurse=False), *holder.named_buffers(recurse=False)]:
+            if tensor is not None and tensor.dtype == torch.float32:
+                setattr(holder, name, torch.nn.Parameter(tensor.detach().double(), requires_grad=False)
+                        if isinstance(tensor, torch.nn.Parameter) else tensor.double())
+        for name, value in list(vars(holder).items()):  # constants held as plain attributes by get_attr
+            if isinstance(value, torch.Tensor) and value.dtype == torch.float32 and not name.startswith("_"):
+                setattr(holder, name, value.double())
+
+    def widen(value: object) -> object:
+        return torch.float64 if value is torch.float32 else value
+
+    for node in wide.graph.nodes:
+        if node.op == "call_function":
+            node.args = tuple(widen(a) for a in node.args)
+            node.kwargs = {k: widen(v) for k, v in node.kwargs.items()}
+    wide.recompile()
+    return wide
+
+
+def _widen(array: np.ndarray) -> np.ndarray:
+    return array.astype(np.float64) if array.dtype == np.float32 else array
 
 
 def value_dims(val: object) -> tuple[int | None, ...] | None:
@@ -139,6 +191,16 @@ def _innermost_module(node: torch.fx.Node) -> str:
     stack = node.meta.get("nn_module_stack") or {}
     paths = [path for path, _cls in stack.values() if path]
     return paths[-1] if paths else "<root>"
+
+
+def _innermost_module_type(node: torch.fx.Node) -> str:
+    """The class name of the innermost module (`BatchNorm2d`), from `nn_module_stack`'s qualified type."""
+    stack = [(path, cls) for path, cls in (node.meta.get("nn_module_stack") or {}).values() if path]
+    if not stack:
+        return ""
+    cls = stack[-1][1]
+    name = cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
+    return name.rsplit(".", 1)[-1].strip("'>")
 
 
 def quantized_counterparts(fp32: Iterable[str], int8: Collection[str]) -> dict[str, str]:

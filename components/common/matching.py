@@ -61,9 +61,20 @@ def describe_fx(text: str) -> tuple[str, str, str]:
     """(name, op target, argument skeleton) of an FX node as `Node.format_node()` prints it."""
     name = text.split(" ", 1)[0].lstrip("%")
     found = _TARGET.search(text)
-    target = found.group(1).removeprefix("torch.ops.") if found else "?"
+    target = _functional(found.group(1).removeprefix("torch.ops.")) if found else "?"
     arguments = text.split("](", 1)[1] if "](" in text else ""
     return name, target, _REF.sub("%", arguments)
+
+
+def _functional(target: str) -> str:
+    """An in-place ATen op as its functional twin (`aten.relu_.default` → `aten.relu.default`): `torch.export`
+    keeps the in-place op where the module had `inplace=True`, the exporter lowers the functional one, and both
+    compute the same value."""
+    namespace, _, rest = target.partition(".")
+    op, dot, overload = rest.partition(".")
+    if namespace == "aten" and op.endswith("_") and not op.startswith("_"):
+        return f"{namespace}.{op[:-1]}{dot}{overload}"
+    return target
 
 
 def _dims(value_info: Any) -> tuple[int | None, ...] | None:
@@ -73,11 +84,24 @@ def _dims(value_info: Any) -> tuple[int | None, ...] | None:
     return tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
 
 
+def _dtype(value_info: Any) -> str | None:
+    import onnx
+
+    elem_type = value_info.type.tensor_type.elem_type
+    return str(onnx.helper.tensor_dtype_to_np_dtype(elem_type)) if elem_type else None
+
+
 def _compatible(a: tuple[int | None, ...] | None, b: tuple[int | None, ...] | None) -> bool:
     """Same rank and the same size wherever both are static (symbolic sizes agree with anything)."""
     if a is None or b is None:
         return a is None and b is None
     return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b, strict=True))
+
+
+def _value_dtype(val: object) -> str | None:
+    """A program value's dtype as numpy names it (`float32`), or None when unknown."""
+    dtype = getattr(val, "dtype", None)
+    return str(dtype).removeprefix("torch.") if dtype is not None else None
 
 
 class _Program:
@@ -91,6 +115,7 @@ class _Program:
         self.inputs: dict[str, list[str]] = {}  # node → data-dependent node arguments
         self.key: dict[str, tuple[str, str]] = {}
         self.shape: dict[str, tuple[int | None, ...] | None] = {}
+        self.dtype: dict[str, str | None] = {}
         self.module: dict[str, str] = {}
         self.data: set[str] = set()  # nodes whose value depends on the user inputs' values
         self.user_inputs = user_inputs
@@ -112,6 +137,7 @@ class _Program:
             paths = [path for path, _cls in (node.meta.get("nn_module_stack") or {}).values() if path]
             self.module[node.name] = paths[-1] if paths else "<root>"
             self.shape[node.name] = dims
+            self.dtype[node.name] = _value_dtype(val)
 
     def frontier(self, name: str, pairs_back: dict[str, str], memo: dict[str, frozenset[str]]) -> frozenset[str]:
         """The nearest paired nodes (or user inputs) upstream of `name`'s inputs."""
@@ -137,7 +163,17 @@ def match(model: onnx.ModelProto, program: torch.export.ExportedProgram, recorda
     inputs = {i.name for i in graph.input if i.name not in initializers}
     outputs = {o.name for o in graph.output}
     inferred = onnx.shape_inference.infer_shapes(model)
-    shapes = {v.name: _dims(v) for v in (*inferred.graph.value_info, *graph.value_info, *graph.output)}
+    typed = (*inferred.graph.value_info, *graph.value_info, *graph.output)
+    shapes = {v.name: _dims(v) for v in typed}
+    dtypes = {v.name: _dtype(v) for v in typed}
+
+    def same_kind(value: str, node: str) -> bool:
+        """A pair must hold values of one shape and dtype: an in-place op or a view can make a program node's
+        neighbour look like the right twin (MobileViT's unfolded patches paired with their image)."""
+        if not _compatible(shapes.get(value), torch_side.shape.get(node)):
+            return False
+        onnx_dtype, torch_dtype = dtypes.get(value), torch_side.dtype.get(node)
+        return onnx_dtype is None or torch_dtype is None or onnx_dtype == torch_dtype
 
     groups: dict[str, _Group] = {}
     producer: dict[str, int] = {}  # value → node index
@@ -212,14 +248,14 @@ def match(model: onnx.ModelProto, program: torch.export.ExportedProgram, recorda
         wanted = frozenset().union(*(frontier_of_value(v) for v in group_inputs(group.name)))
         memo: dict[str, frozenset[str]] = {}
         candidates = [n for n in by_key.get((group.target, group.skeleton), [])
-                      if n not in back and torch_side.frontier(n, back, memo) == wanted]
+                      if n not in back and torch_side.frontier(n, back, memo) == wanted and same_kind(value, n)]
         if candidates:
             same_module = [n for n in candidates if torch_side.module[n] == group.module]
             chosen = (same_module or candidates)[0]
             result.pairs[value], result.how[value] = chosen, "same op and inputs"
             back[chosen] = value
 
-    _pair_by_consumer(result, back, groups, group_inputs, torch_side, shapes, producer, group_of)
+    _pair_by_consumer(result, back, groups, group_inputs, same_kind, torch_side, producer, group_of)
     for value in result.pairs:
         owner = group_of.get(producer[value])
         result.lowering[value] = _ancestors_within(graph, value, groups[owner].nodes if owner else [producer[value]],
@@ -247,9 +283,9 @@ def _ancestors_within(graph: Any, value: str, nodes: list[int], producer: dict[s
 
 
 def _pair_by_consumer(result: Matching, back: dict[str, str], groups: dict[str, _Group], group_inputs: Any,
-                      torch_side: _Program, shapes: dict[str, Any], producer: dict[str, int],
+                      same_kind: Any, torch_side: _Program, producer: dict[str, int],
                       group_of: dict[int, str]) -> None:
-    """Rule 2: a paired consumer with exactly one unpaired input on each side, of the same shape."""
+    """Rule 2: a paired consumer with exactly one unpaired input on each side, of the same shape and dtype."""
     work = list(result.pairs.items())
     while work:
         value, node = work.pop()
@@ -268,8 +304,7 @@ def _pair_by_consumer(result: Matching, back: dict[str, str], groups: dict[str, 
         if len(onnx_side) != 1 or len(torch_inputs) != 1:
             continue
         (onnx_value,), (torch_node,) = onnx_side, torch_inputs
-        if torch_node not in torch_side.recordable or not _compatible(shapes.get(onnx_value),
-                                                                      torch_side.shape.get(torch_node)):
+        if torch_node not in torch_side.recordable or not same_kind(onnx_value, torch_node):
             continue
         result.pairs[onnx_value], result.how[onnx_value] = torch_node, "same consumer"
         back[torch_node] = onnx_value

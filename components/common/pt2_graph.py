@@ -177,6 +177,9 @@ class _Builder:
                 raise Unsupported(f"graph input {sorted(value)}")
             name = value["as_tensor"]["name"]
             self.nodes[name] = node = self.graph.placeholder(name)
+            # FX renames a placeholder that shadows a builtin (`input` → `input_1`, nn.Sequential's argument);
+            # the signature and the ONNX graph use the name as saved, as `torch.export.load` keeps it
+            node.name = name
             node.meta["val"] = self._meta(name)
         for serialized in self.serialized["nodes"]:
             self._node(serialized)

@@ -74,3 +74,38 @@ def test_value_dims_reads_fake_tensors_and_stand_ins_alike():
     assert value_dims(ValueMeta((None, 4), "float32")) == (None, 4)
     assert value_dims(torch.zeros(2, 3)) == (2, 3)
     assert value_dims(3) is None
+
+
+def test_the_recorder_sees_each_value_as_produced_before_an_in_place_op_overwrites_it(tmp_path):
+    """`ReLU(inplace=True)` stays `relu_` in the program: read at the end of the graph, the Linear's value would
+    be the ReLU's (no negatives left)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(inplace=True), torch.nn.Linear(16, 4)).eval()
+    x = torch.from_numpy(np.random.default_rng(0).normal(size=(6, 8)).astype(np.float32))
+    batch = torch.export.Dim("batch", min=1, max=64)
+    program = torch.export.export(model, (x,), dynamic_shapes={"input": {0: batch}})
+    assert "relu_" in {n.name for n in program.graph.nodes}
+    torch.export.save(program, str(tmp_path / "m.pt2"))
+    np.savez(tmp_path / "x.npz", input=x.numpy())
+    loaded, _ = load_program(str(tmp_path / "m.pt2"), tmp_path / "x.npz", graph_only=True)
+    recorder = TorchRecorder(loaded)
+    recorder.record({"linear", "relu_"})
+    _, recorded = recorder.run({"input": x.numpy()})
+    with torch.no_grad():
+        before = model[0](x).numpy()
+    np.testing.assert_array_equal(recorded["linear"], before)
+    assert (recorded["linear"] < 0).any()
+    np.testing.assert_array_equal(recorded["relu_"], np.maximum(before, 0))
+    assert recorder.module_types["linear"] == "Linear"
+
+
+def test_the_float64_copy_computes_the_same_program_wider(tmp_path):
+    files = save("layernorm_mlp", tmp_path)
+    program, _ = load_program(str(files.pt2), files.inputs, graph_only=True)
+    recorder = TorchRecorder(program)
+    recorder.record(set(recorder.recorded[:2]))
+    x = np.load(files.inputs)["x"][:4]
+    narrow, _ = recorder.run({"x": x})
+    wide, recorded = recorder.run({"x": x}, float64=True)
+    assert wide[0].dtype == np.float64 and all(v.dtype == np.float64 for v in recorded.values())
+    assert 0 < np.abs(wide[0] - narrow[0]).max() < 1e-4  # rounding apart, nothing more
