@@ -24,3 +24,14 @@ def write(tmp_path):
         return path
 
     return _write
+
+
+def with_pixels_and_gaps(frame, *, seed):
+    """`frame` plus two features whose deciles are not 0.10 each: `pixel`, 60 % zeros then 1..255 (six deciles
+    collapse onto 0 and the seventh holds 0.6+), and `gappy`, standard normal with 5 % NaN."""
+    rng = np.random.default_rng(seed + 1000)
+    n = len(frame)
+    frame = frame.copy()
+    frame["pixel"] = np.where(rng.random(n) < 0.6, 0.0, rng.integers(1, 256, n).astype(float))
+    frame["gappy"] = np.where(rng.random(n) < 0.05, np.nan, rng.normal(size=n))
+    return frame

@@ -1,13 +1,17 @@
 """The drift, parity and calibrate HTML reports as a person opens them: rendered in headless Chromium (Debian's
-`chromium`), with no console error, no uncaught exception, no failed load and no broken image."""
+`chromium`), with no console error, no uncaught exception, no failed load and no broken image; the drift report's
+coverage table as drawn (header texts, cell shades)."""
+
+import json
+import time
 
 import pytest
 
 from skewgate.cli import main
 from tests.calibrate import models as calibrate_models
-from tests.drift.conftest import make_frame
+from tests.drift.conftest import make_frame, with_pixels_and_gaps
 from tests.parity.models import build as build_parity_model
-from tests.support.browser import chromium, render
+from tests.support.browser import _evaluate, _session, chromium, render
 
 pytestmark = pytest.mark.integration
 
@@ -63,3 +67,47 @@ def test_the_browser_check_sees_console_errors_and_broken_images(tmp_path):
     assert any("console.error: report error" in p for p in report.problems)
     assert any("undefinedFunction" in p for p in report.problems)
     assert any("ERR_FILE_NOT_FOUND" in p for p in report.problems)
+
+
+COVERAGE = """JSON.stringify((() => {
+  const rows = Array.from(document.querySelector('table').rows);
+  const alpha = (td) => {
+    const parts = (getComputedStyle(td).backgroundColor.match(/\\(([^)]*)\\)/) || [0, '0,0,0,0'])[1].split(',');
+    return parts.length === 4 ? Number(parts[3]) : 1;
+  };
+  return {
+    header: Array.from(rows[0].cells).map(c => c.innerText),
+    rows: rows.slice(1).map(r => ({
+      name: r.cells[0].innerText.replace('\u25cf ', ''),
+      darkest: Math.max(...Array.from(r.querySelectorAll('td')).map(alpha)),
+      outlined: Array.from(r.querySelectorAll('td')).filter(td => getComputedStyle(td).outlineStyle !== 'none').length,
+    })),
+  };
+})())"""
+
+
+def _coverage_as_drawn(page):
+    """The drift report's coverage table as Chromium draws it: header texts; per row its darkest cell's alpha and
+    its outlined (alarming) cells."""
+    deadline = time.monotonic() + 60
+    with _session(page.resolve().as_uri(), deadline=deadline) as (pipe, session):
+        seen = json.loads(_evaluate(pipe, session, COVERAGE, deadline=deadline))
+    return seen["header"], {row["name"]: row for row in seen["rows"]}
+
+
+@pytest.mark.parametrize(("shift", "code", "alarming"), [(0.0, 0, set()), (0.6, 1, {"f2"})], ids=["pass", "shifted"])
+def test_drift_coverage_is_red_only_where_the_current_data_left_the_reference(tmp_path, shift, code, alarming):
+    """Zero-filled deciles, NaN, `<min`/`>max` at 0: a PASS draws no alarming cell; a planted shift draws them in
+    its feature's row only; the `<min` header reads as text."""
+    ref, cur = tmp_path / "ref.parquet", tmp_path / "cur.parquet"
+    with_pixels_and_gaps(make_frame(800, seed=1), seed=0).to_parquet(ref)
+    with_pixels_and_gaps(make_frame(800, seed=2, shift=shift), seed=1).to_parquet(cur)
+    page = tmp_path / "r.html"
+    assert main(["drift", "--reference", str(ref), "--current", str(cur), "--html", str(page)]) == code
+    assert render(page).problems == []
+    header, rows = _coverage_as_drawn(page)
+    assert header[1:] == ["<min", *[f"D{i}" for i in range(1, 11)], ">max", "NaN"]
+    assert {"pixel", "gappy"} <= set(rows)
+    assert {name for name, row in rows.items() if row["outlined"]} == alarming
+    assert all(row["darkest"] < 0.5 for name, row in rows.items() if name not in alarming)
+    assert all(rows[name]["darkest"] == 1 for name in alarming)
