@@ -181,3 +181,90 @@ def test_saturation_that_matters_fails_downstream_and_the_fix_keeps_its_source(t
     again = parity(torch_model=tmp_path / "m.pt2", onnx=tmp_path / "m.onnx", inputs=tmp_path / "x.npz", fp16=fixed,
                    options=FINALS)
     assert again.verdict.status == "pass", again.verdict.message
+
+
+def _exported(module: torch.nn.Module, directory, features: int):
+    """`module` exported as skewgate exports (dynamic batch), with 64 normal inputs: (pt2, onnx, inputs)."""
+    from skewgate.export.core import export_model
+
+    x = np.random.default_rng(0).normal(size=(64, features)).astype(np.float32)
+    np.savez(directory / "x.npz", x=x)
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    program = torch.export.export(module.eval(), (torch.from_numpy(x[:4]),), dynamic_shapes={"x": {0: batch}})
+    torch.export.save(program, str(directory / "m.pt2"))
+    verdict = export_model(model=directory / "m.pt2", inputs=directory / "x.npz", out=directory / "m.onnx")
+    assert verdict.status == "pass", verdict.message
+    return directory / "m.pt2", directory / "m.onnx", directory / "x.npz"
+
+
+class _LayerScaled(torch.nn.Module):
+    """`blocks` ConvNeXt-like residual blocks, h + γ·mlp(h) with the layer scale γ at its init value 1e-6, and a
+    classifier head: γ·mlp(h) (~1e-6) lies in FP16's subnormals, and the residual Add absorbs it."""
+
+    def __init__(self, blocks: int) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.stem = torch.nn.Linear(6, 16)
+        self.mlps = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(),
+                                                            torch.nn.Linear(32, 16)) for _ in range(blocks))
+        self.gammas = torch.nn.ParameterList(torch.nn.Parameter(torch.full((16,), 1e-6)) for _ in range(blocks))
+        self.head = torch.nn.Linear(16, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.stem(x)
+        for mlp, gamma in zip(self.mlps, self.gammas, strict=True):
+            h = h + gamma * mlp(h)
+        return self.head(h)
+
+
+def test_underflow_the_residual_absorbs_is_not_a_failure(tmp_path):
+    """Each layer-scaled branch keeps a few bits in FP16's subnormals (~18 dB alone): underflowed, reported, and
+    judged by the residual Add that reads it, which is within the floor. (Judged by itself, each failed, and the
+    keep-in-FP32 search took one block a round: ten blocks ran out of its 8 rounds.)"""
+    pt2, onnx_path, inputs = _exported(_LayerScaled(blocks=10), tmp_path, 6)
+    result = parity(torch_model=pt2, onnx=onnx_path, inputs=inputs, fp16=True, options=FINALS)
+    assert result.verdict.status == "pass", result.verdict.message
+    details = result.verdict.details["fp32_vs_fp16"]
+    assert details["keep_fp32"] == [] and details["top1_agreement"] == 1.0
+    # γ·mlp(h) of each block: every element (64 samples × 16 features) below FP16's normal range
+    branches = [row for row in result.layers["fp32_vs_fp16"] if row["op"] == "Mul"]
+    assert len(branches) == 10 and all(row["underflowed"] == 64 * 16 for row in branches), branches
+    assert all(not row["diverged"] for row in result.layers["fp32_vs_fp16"])
+    assert "underflow" in result.verdict.check("fp32_vs_fp16.values").detail
+
+
+class _UnderflowScaledBack(torch.nn.Module):
+    """(linear(x) · 1e-7) · 1e4, with `between` in the middle: FP16 holds 1e-7 as 2·2⁻²⁴ (19% off) and the
+    product in its subnormals (a bit or two each), and the second Mul scales the lost digits back into FP16's
+    normal range, where they fail (on any provider: the CPU's upcasting spares the product's storage, not the
+    constant) — traced back through `between` to the first Mul."""
+
+    def __init__(self, between: torch.nn.Module) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(6, 4)
+        self.between = between
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.between(self.linear(x) * 1e-7) * 1e4
+
+
+@pytest.mark.parametrize(("between", "ops"), [(torch.nn.Identity(), ["Mul"]), (torch.nn.ReLU(), ["Mul", "Relu"])],
+                         ids=["direct", "through_relu"])
+def test_underflow_that_matters_fails_downstream_and_the_fix_keeps_its_source(tmp_path, between, ops):
+    pt2, onnx_path, inputs = _exported(_UnderflowScaledBack(between), tmp_path, 6)
+    fixed = tmp_path / "fixed.fp16.onnx"
+    result = parity(torch_model=pt2, onnx=onnx_path, inputs=inputs, fp16=True, fp16_out=fixed, options=FINALS)
+    assert result.verdict.status == "fail"
+    details = result.verdict.details["fp32_vs_fp16"]
+    first = details["first_failure"]
+    assert first["overflowed"] == 0 and first["sqnr_db"] < 35 and first["op"] == "Mul", first
+    # what it reads underflows, and passes by itself: judged by the Mul that fails
+    underflowed = [row for row in result.layers["fp32_vs_fp16"] if row["underflowed"]]
+    assert [row["op"] for row in underflowed] == ops and not any(row["diverged"] for row in underflowed)
+    # the first proposal keeps the Mul that failed and every node back to where the range was lost
+    assert result.verdict.check("fp32_vs_fp16.proposal").passed
+    assert len(details["proposal_rounds"]) == 1 and details["keep_fp32_ops"] == ops
+    assert len(details["keep_fp32"]) == len(ops) + 1
+    again = parity(torch_model=pt2, onnx=onnx_path, inputs=inputs, fp16=fixed, options=FINALS)
+    assert again.verdict.status == "pass", again.verdict.message

@@ -18,6 +18,16 @@ saturated, not noise: the converter clamps constants to ±65504, so a causal att
 minimum) and the scores it is added to become about −65504, which softmax treats exactly as −inf. Whether
 saturation matters shows in the values computed from them, judged as usual; when one of those fails, the nodes
 making its saturated inputs join the keep-in-FP32 list with its own.
+
+Elements FP32 holds below FP16's normal range (nonzero, |x| < 6.1e-5) that the candidate holds at zero or an FP16
+subnormal are underflowed, not noise either: a ConvNeXt layer scale (γ = 1e-6 at init) puts γ·f(x) in FP16's
+subnormals, a few bits each (18 dB), and the residual Add that reads it absorbs them; judged by themselves, every
+block failed, and the keep-in-FP32 search took one block a round. They count as matching in their own value and,
+as saturated ones, are judged by the values computed from them; when one of those fails, the nodes making its
+saturated or underflowed inputs, and theirs back to where the range is lost, join the keep-in-FP32 list with its
+own. A graph output has nothing computed from it: its underflowed elements are reported and judged as is. On the
+CPU provider a consumer reads its input before the rounding to FP16 (the dropped Cast pairs), so there it sees
+underflowed constants, not underflowed storage; the CUDA provider sees both.
 """
 
 from __future__ import annotations
@@ -38,6 +48,9 @@ from skewgate.common.verdict import Check
 
 PAIR = "fp32_vs_fp16"
 FP16_MAX = float(np.finfo(np.float16).max)  # 65504
+FP16_TINY = float(np.finfo(np.float16).tiny)  # 6.1e-5, FP16's smallest normal: below it only subnormals (or 0)
+FP16_STEP = 2.0**-24  # the spacing of FP16's subnormals
+_TINY_BITS = int(np.array(FP16_TINY, np.float32).view(np.uint32))  # a float32 magnitude's bits order as it does
 
 
 @dataclass(frozen=True)
@@ -57,6 +70,7 @@ class Fp16Evaluation:
     errors: dict[str, RunningError]  # FP16-graph value → its error against the FP32 value it stands for
     overflow: dict[str, int]  # FP16-graph value → elements non-finite where FP32 is finite
     saturated: dict[str, int]  # FP16-graph value → elements beyond FP16's range held finite (see the docstring)
+    underflowed: dict[str, int]  # FP16-graph value → elements below FP16's normal range held at 0/subnormal (ditto)
     keep: dict[str, list[str]]  # FP16-graph value → FP32 node names to keep in FP32 if it fails
     first: str | None
     culprits: list[str]  # FP32 nodes to keep so that `first` stops failing
@@ -134,6 +148,7 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
     errors = {v: RunningError(Tolerance(0.0, 0.0)) for v in reference}
     overflow = dict.fromkeys(reference, 0)
     saturated = dict.fromkeys(reference, 0)
+    underflowed = dict.fromkeys(reference, 0)
     outputs = [o.name for o in fp32_model.graph.output]
     kept: dict[str, list[np.ndarray]] = {"fp32": [], "fp16": []}
     rng = np.random.default_rng(0)
@@ -149,11 +164,16 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
             if not np.issubdtype(a.dtype, np.floating) or a.shape != e.shape:
                 continue
             overflow[value] += int(np.count_nonzero(~np.isfinite(a) & np.isfinite(e)))
-            a, e = a.astype(np.float32), e.astype(np.float32)
-            with np.errstate(invalid="ignore"):
-                beyond = np.abs(e) > FP16_MAX  # rare: the full test only where FP32 leaves FP16's range
-                clamped = beyond & np.isfinite(a) & (np.signbit(a) == np.signbit(e)) if beyond.any() else beyond
-            if clamped.any():
+            held_fp16 = a.dtype == np.float16
+            # copies in C order: a's underflowed elements are overwritten below, through flat views of both
+            a, e = a.astype(np.float32, order="C"), e.astype(np.float32, order="C")
+            clamped, (lost, where) = _out_of_range(a, e, held_fp16)
+            if where is not None:
+                underflowed[value] += lost
+                if value not in outputs:  # nothing downstream judges a graph output's underflow: judged as is
+                    # held as FP32 holds them: in place is cheaper than cutting them out of a large value
+                    _hold(a, e, where)
+            if clamped is not None and clamped.any():
                 saturated[value] += int(np.count_nonzero(clamped))
                 a, e = a[~clamped], e[~clamped]
             errors[value].update(a, e, rng)
@@ -167,12 +187,25 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
     overflows = {id(errors[v]): overflow[v] for v in errors}
     failed = [v for v, e in errors.items() if bad(e)]
     first = first_divergence(onnx_values(candidate), errors, bad) if failed else None
-    # the nodes to keep for it: its own, and those making its saturated inputs (seen through the converter's
-    # Casts, on both sides of the node that makes it)
-    maker = made_by.get(behind_casts(first)) if first else None
-    inputs = {behind_casts(i) for i in maker.input} if maker is not None else set()
-    suspects = [first, *sorted(i for i in inputs if saturated.get(i))] if first else []
-    culprits = [k for v in suspects for k in keep.get(v, [])]
+
+    def out_of_range_sources(value: str) -> list[str]:
+        """The inputs of `value` that FP16 holds saturated or underflowed, and theirs, back to where the range is
+        lost (seen through the converter's Casts, on both sides of each node): keeping only the nearest in FP32
+        would leave the loss upstream of it."""
+        found: list[str] = []
+        todo = [value]
+        while todo:
+            maker = made_by.get(behind_casts(todo.pop()))
+            inputs = {v for i in maker.input for v in (i, behind_casts(i))} if maker is not None else set()
+            for i in sorted(inputs):
+                if (saturated.get(i) or underflowed.get(i)) and i not in found:
+                    found.append(i)
+                    todo.append(i)
+        return found
+
+    # the nodes to keep for it: its own, and those making its out-of-range inputs
+    suspects = [first, *out_of_range_sources(first)] if first else []
+    culprits = list(dict.fromkeys(k for v in suspects for k in keep.get(v, [])))
     top1 = None
     ref, cand = np.concatenate(kept["fp32"]), np.concatenate(kept["fp16"])
     if ref.ndim >= 2 and ref.shape[-1] > 1 and np.isfinite(cand).all():
@@ -181,7 +214,63 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
         top1 = float(np.mean(ref.argmax(-1) == np.nan_to_num(cand, nan=-np.inf).argmax(-1)))
     if top1 is not None and top1 < options.min_top1_agreement:
         failed.append(f"top-1 agreement {top1:.1%}")
-    return Fp16Evaluation(errors, overflow, saturated, keep, first, culprits, top1, failed)
+    return Fp16Evaluation(errors, overflow, saturated, underflowed, keep, first, culprits, top1, failed)
+
+
+def _out_of_range(a: np.ndarray, e: np.ndarray, held_fp16: bool,
+                  ) -> tuple[np.ndarray | None, tuple[int, np.ndarray | None]]:
+    """The elements of candidate `a` (float32 now; `held_fp16`: as stored) held at the edge of FP16's range where
+    FP32 `e` leaves it: saturated (a mask, None for none: beyond ±65504, held finite with the same sign) and
+    underflowed (see `_underflowed`). This runs on every value of every batch, so the full tests run only where
+    FP32 leaves FP16's range at all."""
+    magnitude = np.abs(e)
+    with np.errstate(invalid="ignore"):
+        beyond = magnitude > FP16_MAX
+        clamped = beyond & np.isfinite(a) & (np.signbit(a) == np.signbit(e)) if beyond.any() else None
+    # 0 < |e| < tiny in two passes, in place: on the bits, minus one, unsigned (0 wraps to the top: a ReLU's zeros
+    # lose nothing, and would otherwise send almost every value down the full test)
+    bits = magnitude.view(np.uint32)
+    bits -= 1
+    small = bits < _TINY_BITS - 1
+    return clamped, _underflowed(a, small, held_fp16, scratch=magnitude) if small.any() else (0, None)
+
+
+def _underflowed(a: np.ndarray, small: np.ndarray, held_fp16: bool, *, scratch: np.ndarray,
+                 ) -> tuple[int, np.ndarray | None]:
+    """Of the elements FP32 holds `small` (nonzero, below FP16's smallest normal), those the candidate holds at
+    zero or an FP16 subnormal: how many, and where in `a` flattened (a mask or indices; None for none).
+    `scratch`: a float32 buffer of a's shape to overwrite (large allocations cost as much as the passes)."""
+    if np.count_nonzero(small) > small.size // 8:  # a layer-scaled value: whole-array passes beat gathering
+        lost = small.reshape(-1)
+        np.abs(a, out=scratch)
+        lost &= scratch.reshape(-1) < FP16_TINY
+        if not held_fp16:
+            lost[lost] = _on_fp16_grid(a.reshape(-1)[lost])
+        count = int(np.count_nonzero(lost))
+    else:  # usually a handful: test those alone
+        where = np.flatnonzero(small)
+        held = a.reshape(-1)[where]
+        hit = np.abs(held) < FP16_TINY
+        if not held_fp16:
+            hit &= _on_fp16_grid(held)
+        lost = where[hit]
+        count = lost.size
+    return count, lost if count else None
+
+
+def _hold(a: np.ndarray, e: np.ndarray, where: np.ndarray) -> None:
+    """Set `a`'s elements at `where` (flat, a mask or indices) to `e`'s."""
+    if where.dtype == np.bool_:
+        np.copyto(a.reshape(-1), e.reshape(-1), where=where)  # a masked copy: twice as fast as mask indexing
+    else:
+        a.reshape(-1)[where] = e.reshape(-1)[where]
+
+
+def _on_fp16_grid(held: np.ndarray) -> np.ndarray:
+    """Whether values stored in FP32 (a graph output's Cast back, a node kept in FP32) sit on FP16's subnormal
+    grid: only then did they pass through FP16's subnormals rather than being computed in FP32."""
+    steps = held / FP16_STEP
+    return np.asarray(steps == np.round(steps))
 
 
 def fp16_checks(fp32_model: Any, candidate_path: str | Path | None, feeds: Mapping[str, np.ndarray],
@@ -262,20 +351,25 @@ def _describe_value(result: Fp16Evaluation, value: str | None, candidate: Any) -
     err = result.errors[value]
     return {"value": value, "op": where.op_type if where else "?", "module": where.module if where else "?",
             "node": where.node if where else "?", "overflowed": result.overflow[value],
-            "saturated": result.saturated[value],
+            "saturated": result.saturated[value], "underflowed": result.underflowed[value],
             "sqnr_db": None if math.isinf(err.sqnr_db) else err.sqnr_db, "keep_fp32": result.keep.get(value, [])}
 
 
 def _summary(result: Fp16Evaluation, candidate: Any, options: Fp16Options) -> str:
     if result.ok:
         worst = min((e.sqnr_db for e in result.errors.values() if e.count), default=math.inf)
-        return (f"FP16 vs FP32: {len(result.errors)} values, none overflows, worst SQNR {worst:.1f} dB "
+        under = sum(1 for n in result.underflowed.values() if n)
+        # say so: a value far below the floor on its own passes here, judged by the values computed from it
+        absorbed = f", {under} underflow (judged by the values computed from them)" if under else ""
+        return (f"FP16 vs FP32: {len(result.errors)} values, none overflows{absorbed}, worst SQNR {worst:.1f} dB "
                 f"(floor {options.min_sqnr_db:g} dB)")
     first = _describe_value(result, result.first, candidate)
     if first is None:
         return "FP16 vs FP32: " + "; ".join(result.failed)
     cause = (f"overflows (inf/NaN in {first['overflowed']} elements where FP32 is finite)" if first["overflowed"]
              else f"SQNR {first['sqnr_db']:.1f} dB < {options.min_sqnr_db:g} dB")
+    if first["underflowed"]:
+        cause += f" ({first['underflowed']} elements underflow below FP16's normal range)"
     return (f"FP16 vs FP32: first failing value {first['value']!r} (op {first['op']}, module {first['module']}) "
             f"{cause}; {len(result.failed)} failing in all")
 
@@ -284,11 +378,11 @@ def _rows(result: Fp16Evaluation, candidate: Any, options: Fp16Options) -> list[
     values = onnx_values(candidate)
     rows = []
     for name, err in result.errors.items():
-        if not (err.count or result.saturated[name]) or name not in values:
+        if not (err.count or result.saturated[name] or result.underflowed[name]) or name not in values:
             continue
         sqnr = err.sqnr_db
         rows.append({"value": name, "op": values[name].op_type, "module": values[name].module,
                      "depth": values[name].depth, **err.summary(), "overflowed": result.overflow[name],
-                     "saturated": result.saturated[name],
+                     "saturated": result.saturated[name], "underflowed": result.underflowed[name],
                      "diverged": result.overflow[name] > 0 or sqnr < options.min_sqnr_db})
     return sorted(rows, key=lambda r: r["depth"])
