@@ -15,6 +15,7 @@ import threading
 from typing import NoReturn
 
 from skewgate import __version__
+from skewgate.common.errors import SkewgateError
 
 # subcommand → module with `build_parser(parser)` and `main(argv, parser)`; imported only when chosen.
 COMMANDS = {
@@ -43,12 +44,24 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:2] == ["parity", "preprocess"]:  # the spelling before preprocess was a step of its own
         print("skewgate: `parity preprocess` is now `skewgate preprocess`", file=sys.stderr)
         argv = argv[1:]
-    if not argv or argv[0] not in COMMANDS:
-        parser.parse_args(argv[:1] or ["--help"])
+    if not argv:
+        parser.print_usage(sys.stderr)
+        print(f"skewgate: error: no COMMAND given: one of {', '.join(COMMANDS)} (skewgate --help says what each "
+              "does)", file=sys.stderr)
+        return 2
+    if argv[0] not in COMMANDS:
+        parser.parse_args(argv[:1])  # --help, --version, or argparse's error naming the valid commands (exit 2)
         return 2
     module = importlib.import_module(COMMANDS[argv[0]][0])
     sub = argparse.ArgumentParser(prog=f"skewgate {argv[0]}")
-    return int(module.main(argv[1:], sub))
+    try:
+        return int(module.main(argv[1:], sub))
+    except SkewgateError as err:
+        # A mistake in the setup found before any evaluation (a tracking URI MLflow would misread, an unknown
+        # required step): one line, and the traceback only with -v (the command's debug logging).
+        logging.getLogger("skewgate").debug("skewgate %s could not start", argv[0], exc_info=True)
+        print(f"skewgate {argv[0]}: {err}", file=sys.stderr)
+        return 2
 
 
 def entry() -> NoReturn:

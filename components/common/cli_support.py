@@ -4,11 +4,16 @@ human summary, and the exit code (0 pass/warn, 1 gate failed, 2 could not evalua
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
+import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from skewgate.common.errors import InputError
 from skewgate.common.recording import Evaluate, TrackingOptions, evaluate_and_record, sign_verdict
 from skewgate.common.verdict import Verdict
 
@@ -47,10 +52,92 @@ def configure_logging(*, quiet: bool = False, verbose: bool = False) -> None:
 
 
 def tracking_options(args: argparse.Namespace) -> TrackingOptions:
-    """The common flags as `TrackingOptions` (and stderr logging configured as they ask)."""
+    """The common flags as `TrackingOptions` (and stderr logging configured as they ask). A tracking URI MLflow
+    would misread is an `InputError` here, before anything is evaluated (see `check_tracking_uri`)."""
     configure_logging(quiet=args.quiet, verbose=args.verbose)
-    return TrackingOptions(uri=args.tracking_uri, experiment=args.experiment, pipeline_run_id=args.pipeline_run_id,
-                           deadline_s=args.mlflow_deadline, signing_key=args.signing_key)
+    return TrackingOptions(uri=check_tracking_uri(args.tracking_uri), experiment=args.experiment,
+                           pipeline_run_id=args.pipeline_run_id, deadline_s=args.mlflow_deadline,
+                           signing_key=args.signing_key)
+
+
+_SQLITE_EXAMPLE = "sqlite:////abs/path/mlflow.db"
+_DATABASE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+# The schemes MLflow resolves itself (a plugin may add more; those are left for MLflow to judge).
+_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "file", "databricks", "databricks-uc", "uc")
+_HOST_PORT = re.compile(r"[A-Za-z0-9.-]+:[0-9]+(/.*)?")
+
+
+def check_tracking_uri(uri: str, *, reads_only: bool = False, flag: str = "--tracking-uri") -> str:
+    """`uri`, when MLflow will read it as the store the user means; else an `InputError` in one line that says
+    what to write instead. Empty stays empty (nothing is logged).
+
+    Accepted: `sqlite:///relative/path.db` and `sqlite:////abs/path.db` (three slashes, then the path),
+    `http(s)://HOST[:PORT]`, the other databases MLflow takes (`postgresql://…`, `mysql+pymysql://…`),
+    `databricks`, and MLflow's file store (`file:…` or a folder) only where this MLflow still accepts it. Refused:
+    a bare path to a database file, `sqlite://` with two slashes (SQLAlchemy reads the first folder as a host),
+    `HOST:PORT` without a scheme, a misspelt scheme. With `reads_only` (a command that only reads the registry),
+    a store that does not exist is refused too: MLflow would create an empty one and answer from it."""
+    if not uri or uri in ("databricks", "databricks-uc"):  # MLflow's names for the Databricks workspace
+        return uri
+    if uri == os.environ.get("MLFLOW_TRACKING_URI"):
+        flag = f"{flag} (from $MLFLOW_TRACKING_URI)"
+
+    def refuse(found: str, expected: str = f"a URI such as {_SQLITE_EXAMPLE}") -> InputError:
+        return InputError(flag, expected=expected, found=found)
+
+    if _HOST_PORT.fullmatch(uri):
+        raise refuse(f"{uri!r} without a scheme; write http://{uri}",
+                     expected="a URI such as http://HOST:PORT or " + _SQLITE_EXAMPLE)
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower() if len(parts.scheme) > 1 else ""  # C:\… is a Windows path, not a scheme
+    if not scheme:
+        if uri.lower().endswith(_DATABASE_SUFFIXES):
+            raise refuse(f"a bare path {uri!r}; write sqlite:///{uri}")
+        return _check_file_store(uri, uri, reads_only=reads_only, refuse=refuse)
+    if scheme == "sqlite":
+        after = uri[len("sqlite:"):]
+        path = after.removeprefix("///").split("?", 1)[0]
+        if not after.startswith("///"):
+            rest = after.lstrip("/")
+            slashes = len(after) - len(rest)
+            if not rest:
+                raise refuse(f"{uri!r}, an in-memory store that is gone when this command ends")
+            raise refuse(f"{uri!r} with {slashes} slash{'es' if slashes != 1 else ''} after 'sqlite:'; write "
+                         f"sqlite:///{rest} for the relative path {rest!r} or sqlite:////{rest} for '/{rest}'")
+        if reads_only and path not in ("", ":memory:") and not Path(path).is_file():
+            raise refuse(f"no file {path!r} (this command only reads: check the path)",
+                         expected="an existing MLflow store")
+        return uri
+    if scheme in ("http", "https"):
+        if not parts.netloc:
+            raise refuse(f"{uri!r} without a host", expected=f"{scheme}://HOST[:PORT]")
+        return uri
+    if scheme == "file":
+        return _check_file_store(uri, parts.path, reads_only=reads_only, refuse=refuse)
+    if scheme.split("+", 1)[0] not in _SCHEMES:
+        close = difflib.get_close_matches(scheme, _SCHEMES, n=1, cutoff=0.75)
+        if close:
+            raise refuse(f"the unknown scheme {scheme!r} in {uri!r}; did you mean {close[0]}:?",
+                         expected=f"a URI such as http://HOST:PORT or {_SQLITE_EXAMPLE}")
+    return uri
+
+
+def _check_file_store(uri: str, folder: str, *, reads_only: bool, refuse: Callable[..., InputError]) -> str:
+    """MLflow's file store (a folder): refused where this MLflow refuses it (3.x without the opt-in), and on a
+    read when the folder does not exist."""
+    try:
+        from mlflow.environment_variables import MLFLOW_ALLOW_FILE_STORE
+    except ImportError:  # an MLflow from before the file store's maintenance mode (or none): MLflow judges
+        allowed = True
+    else:
+        allowed = bool(MLFLOW_ALLOW_FILE_STORE.get())
+    if not allowed:
+        raise refuse(f"MLflow's file store {uri!r}, which this MLflow accepts only with MLFLOW_ALLOW_FILE_STORE=true",
+                     expected=f"a database or server URI such as {_SQLITE_EXAMPLE} or http://HOST:PORT")
+    if reads_only and not Path(folder).is_dir():
+        raise refuse(f"no folder {folder!r} (this command only reads: check the path)",
+                     expected="an existing MLflow store")
+    return uri
 
 
 def finish_cli(verdict: Verdict, args: argparse.Namespace) -> None:

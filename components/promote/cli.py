@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from skewgate.common.cli_support import add_common_args, exit_code, finish_cli, tracking_options
-from skewgate.promote.run import PromoteOptions, run, split_steps
+from skewgate.promote.run import STEPS, TASK_NAMES, PromoteOptions, resolve_steps, run, split_steps
 
 _DEFAULTS = PromoteOptions()
 
@@ -23,7 +23,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--alias", default=_DEFAULTS.alias, help=f"alias to set (default: {_DEFAULTS.alias})")
     required = ",".join(_DEFAULTS.required)
     parser.add_argument("--require", default=required,
-                        help=f"comma-separated steps that must pass (default: {required})")
+                        help=f"comma-separated steps that must pass, of {', '.join(STEPS)}; the pipeline's task "
+                             f"names ({', '.join(TASK_NAMES)}) stand for their steps (default: {required})")
     parser.add_argument("--allow-warn", action="store_true", help="accept `warn` verdicts as passing")
     parser.add_argument("--trusted-key", action="append", default=[], metavar="PUB",
                         help="public key whose signatures count (repeatable; $SKEWGATE_TRUSTED_KEYS adds more)")
@@ -41,10 +42,14 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     args = build_parser(parser).parse_args(argv)
-    options = PromoteOptions(alias=args.alias, required=split_steps(args.require), allow_warn=args.allow_warn,
+    # Setup mistakes (a tracking URI MLflow would misread, an unknown step) raise here, before MLflow or the
+    # registry is touched: `skewgate` reports them in one line and exits 2.
+    tracking = tracking_options(args)
+    required = resolve_steps(split_steps(args.require), source="--require")
+    options = PromoteOptions(alias=args.alias, required=required, allow_warn=args.allow_warn,
                              trusted_keys=tuple(args.trusted_key), allow_unsigned=args.allow_unsigned,
                              version=args.version)
     verdict = run(model_name=args.model_name, onnx=args.onnx, verdicts_dir=args.verdicts, options=options,
-                  tracking=tracking_options(args), int8=args.int8, example_inputs=args.example_inputs)
+                  tracking=tracking, int8=args.int8, example_inputs=args.example_inputs)
     finish_cli(verdict, args)
     return exit_code(verdict)

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from skewgate.common.cli_support import configure_logging, exit_code, summary, write_report
+from skewgate.common.cli_support import check_tracking_uri, configure_logging, exit_code, summary, write_report
 from skewgate.verify.run import VerifyOptions, run
 
 _DEFAULTS = VerifyOptions()
@@ -26,13 +26,16 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="MLflow tracking/registry URI (default: $MLFLOW_TRACKING_URI)")
     parser.add_argument("--report", type=Path, help="write the verdict JSON here")
     parser.add_argument("-q", "--quiet", action="store_true", help="only the first line on stderr")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     return parser
 
 
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     args = build_parser(parser).parse_args(argv)
-    configure_logging(quiet=args.quiet)
-    verdict = run(model_name=args.model_name, tracking_uri=args.tracking_uri,
+    configure_logging(quiet=args.quiet, verbose=args.verbose)
+    # verify only reads: a store that is not there is a mistake in the URI, never an empty registry to judge
+    tracking_uri = check_tracking_uri(args.tracking_uri, reads_only=True)
+    verdict = run(model_name=args.model_name, tracking_uri=tracking_uri,
                   options=VerifyOptions(alias=args.alias, trusted_keys=tuple(args.trusted_key)))
     if args.report:
         write_report(verdict, args.report)

@@ -1,6 +1,7 @@
 """`skewgate promote` end to end against a real embedded MLflow registry: exit codes and what it leaves."""
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -13,7 +14,9 @@ from skewgate.cli import main
 from skewgate.common.cli_support import write_report
 from skewgate.common.io import sha256_file
 from skewgate.common.processes import free_port
+from skewgate.common.recording import TrackingOptions
 from skewgate.common.verdict import Check, Subject, Verdict
+from skewgate.promote.run import STEPS, TASK_NAMES, PromoteOptions, run
 
 
 @pytest.fixture(scope="module")
@@ -206,3 +209,53 @@ def test_verify_without_a_champion_exits_1(setup, keys):
     _onnx_path, _verdicts, uri, _write = setup
     main(["promote", "--model-name", "x", "--onnx", "nowhere", "--verdicts", "nowhere", "--tracking-uri", uri])
     assert _verify(uri, keys) == 1
+
+
+def test_an_unknown_required_step_exits_2_naming_the_valid_ones_and_registers_nothing(setup):
+    """Once "no verdict for this required step", exit 1, and a version registered (and tagged refused) on every
+    attempt although only the setup was wrong."""
+    onnx_path, verdicts, uri, write = setup
+    write()
+    assert _promote(onnx_path, verdicts, uri) == 0  # v1 is the champion
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("digits")
+    assert experiment is not None
+    runs_before = client.search_runs([experiment.experiment_id])
+    onnx_path.write_bytes(onnx_path.read_bytes() + b"\0")  # another candidate, which would be registered as v2
+    done = subprocess.run([sys.executable, "-m", "skewgate", "promote", "--model-name", "digits", "--onnx",
+                           str(onnx_path), "--verdicts", str(verdicts), "--tracking-uri", uri, "--experiment",
+                           "digits", "--require", "export,exprot"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("skewgate promote: unknown step 'exprot' in --require; did you mean 'export'? valid: "
+                           "export, calibrate, drift, parity, probe, compare, preprocess (or the pipeline's task "
+                           "names calibrate-int8, drift-gate, parity-diff, triton-probe, compare-champion")
+    assert [str(v.version) for v in client.search_model_versions("name='digits'")] == ["1"]
+    assert len(client.search_runs([experiment.experiment_id])) == len(runs_before)  # no run was even started
+
+
+def test_an_unknown_required_step_in_the_components_options_is_an_error_verdict_before_mlflow(setup):
+    onnx_path, verdicts, uri, write = setup
+    write()
+    verdict = run(model_name="digits", onnx=onnx_path, verdicts_dir=verdicts,
+                  options=PromoteOptions(required=("export", "triton_probe")), tracking=TrackingOptions(uri=uri))
+    assert verdict.status == "error" and "did you mean 'triton-probe'?" in verdict.message
+    assert not Path(uri.removeprefix("sqlite:///")).exists()  # the store was not even opened
+
+
+def test_the_pipelines_task_names_stand_for_their_steps(setup, keys):
+    onnx_path, verdicts, uri, write = setup
+    write()
+    parity = Verdict.from_checks("parity", [Check("c", passed=True)], subject=Subject("m", sha256_file(onnx_path)))
+    write_report(parity, verdicts / "parity.json", signing_key=str(keys[0]))
+    assert _promote(onnx_path, verdicts, uri, "--require", "export,parity-diff,Parity") == 0
+    champion = MlflowClient(uri).get_model_version_by_alias("digits", "champion")
+    assert champion.tags["skewgate.required"] == "export,parity"
+
+
+def test_the_task_names_are_those_of_the_release_gate_pipeline():
+    source = (Path(__file__).parents[2] / "pipelines" / "release_gate.py").read_text()
+    tasks = dict((name, step) for step, name in re.findall(r'sized\(\w+, "([\w-]+)", "([\w-]+)"\)', source)
+                 if name != step and step in STEPS)  # gate-blocked judges no step
+    assert tasks == TASK_NAMES
+    assert set(TASK_NAMES.values()) <= set(STEPS) and not set(TASK_NAMES) & set(STEPS)
