@@ -285,7 +285,10 @@ def _ancestors_within(graph: Any, value: str, nodes: list[int], producer: dict[s
 def _pair_by_consumer(result: Matching, back: dict[str, str], groups: dict[str, _Group], group_inputs: Any,
                       same_kind: Any, torch_side: _Program, producer: dict[str, int],
                       group_of: dict[int, str]) -> None:
-    """Rule 2: a paired consumer with exactly one unpaired input on each side, of the same shape and dtype."""
+    """Rule 2: a paired consumer with exactly one unpaired input on each side, of the same shape and dtype, made
+    inside the same module. The module matters where the exporter folds ops: ShuffleNet's Conv → BatchNorm →
+    Conv → BatchNorm lowers to two Convs with the BatchNorms folded in, so the second one reads the first
+    BatchNorm's value (module `branch1.1`), not the program's second conv2d (`branch1.2`), of the same shape."""
     work = list(result.pairs.items())
     while work:
         value, node = work.pop()
@@ -305,6 +308,9 @@ def _pair_by_consumer(result: Matching, back: dict[str, str], groups: dict[str, 
             continue
         (onnx_value,), (torch_node,) = onnx_side, torch_inputs
         if torch_node not in torch_side.recordable or not same_kind(onnx_value, torch_node):
+            continue
+        modules = {groups[group_of[producer[onnx_value]]].module, torch_side.module[torch_node]}
+        if len(modules - {"<root>"}) > 1:
             continue
         result.pairs[onnx_value], result.how[onnx_value] = torch_node, "same consumer"
         back[torch_node] = onnx_value

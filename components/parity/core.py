@@ -2,10 +2,12 @@
 inputs, on the final outputs and (with `layerwise`) on every intermediate value both sides have, and name the
 first layer that diverges.
 
-Pairs and their rules: torch vs ORT FP32 and ORT FP32 vs Triton use `assert_close` semantics (final outputs at
-dtype-default tolerances, intermediates at `layer_tolerance` since rounding differences accumulate); ORT FP32 vs
-INT8 is judged by SQNR per value and, on outputs, top-1 agreement and softmax KL. Inputs stream through in
-batches with running statistics, so memory stays at one batch of intermediates.
+Pairs and their rules: torch vs ORT FP32 and ORT FP32 vs Triton use `assert_close` semantics, with tolerances
+grounded in the model's own float32 rounding (`common/rounding.py`: a float64 run of the same program on a few
+samples; final outputs never tighter than the dtype defaults, intermediates never tighter than
+`LAYER_TOLERANCE`; an explicit tolerance wins); ORT FP32 vs INT8 is judged by SQNR per value and, on outputs,
+top-1 agreement and softmax KL. Inputs stream through in batches with running statistics, so memory stays at one
+batch of intermediates.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.layers import OnnxValue, TorchRecorder, onnx_values, quantized_counterparts, with_intermediates
 from skewgate.common.matching import Matching, match
+from skewgate.common.rounding import Rounding, first_samples, measure
 from skewgate.common.runtime import run_by_name, session
 from skewgate.common.triton.client import Protocol
 from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
@@ -34,7 +37,8 @@ from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
 log = logging.getLogger(__name__)
 STEP = "parity"
 FP32, INT8, TRITON = "torch_vs_fp32", "fp32_vs_int8", "fp32_vs_triton"
-# Intermediates are judged looser than final outputs: rounding differences accumulate layer by layer.
+# The floor for intermediates (looser than one op's: rounding differences accumulate layer by layer); each value
+# is judged at this or at its own float64-grounded tolerance, whichever is looser.
 LAYER_TOLERANCE = Tolerance(rtol=1e-4, atol=1e-4)
 ISOLATED_SAMPLES = 4  # samples, cut along the batch axis, on which the suspect op is re-run alone
 
@@ -46,8 +50,8 @@ class ParityOptions:
     layerwise: bool = False
     batch_size: int = 32
     max_samples: int = 256
-    tolerances: Mapping[str, Tolerance] = field(default_factory=dict)  # per final output
-    layer_tolerance: Tolerance = LAYER_TOLERANCE
+    tolerances: Mapping[str, Tolerance] = field(default_factory=dict)  # per final output; else grounded
+    layer_tolerance: Tolerance | None = None  # None: each value's float64-grounded tolerance, floor LAYER_TOLERANCE
     min_layer_sqnr_db: float = 20.0  # INT8 intermediates below this diverge
     min_output_sqnr_db: float = 15.0
     min_top1_agreement: float = 0.99
@@ -63,7 +67,8 @@ class ParityDetails:
 
     pairs: list[str]  # the pairs judged, e.g. torch_vs_fp32, fp32_vs_int8
     samples: int
-    timing: dict[str, float]  # seconds: load, match, sessions, streaming, checks
+    timing: dict[str, float]  # seconds: load, match, sessions, reference, streaming, checks
+    rounding: dict[str, Any]  # how FP32 tolerances were grounded: float64 reference (per value) or size-aware
     finals: dict[str, dict[str, dict[str, Any]]]  # pair → output → error summary
     # layer reports (coverage, first divergence) per judged pair
     torch_vs_fp32: dict[str, Any] | None = field(default=None, metadata=OMIT_IF_NONE)
@@ -136,7 +141,16 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         if options.layerwise else None
     triton = _triton_runner(triton_url, triton_model, fp32_model, options) if triton_url else None
 
-    tols = {n: options.tolerances.get(n, Tolerance.for_dtype(np.float32)) for n in outputs}
+    referencing = time.perf_counter()
+    axes = {s.name: batch_axis(s) for s in specs}
+    finals_rounding, layers_rounding = _rounding(recorder, plain, first_samples(feeds, axes=axes), outputs,
+                                                 len(program.graph.nodes))
+    tols = {n: options.tolerances.get(n) or finals_rounding.tolerance(n, Tolerance.for_dtype(np.float32))
+            for n in outputs}
+
+    def layer_tolerance(value: str) -> Tolerance:
+        return options.layer_tolerance or layers_rounding.tolerance(counterparts.get(value, ""), LAYER_TOLERANCE)
+
     rng = np.random.default_rng(options.seed)
     finals: dict[str, dict[str, RunningError]] = {FP32: {n: RunningError(tols[n]) for n in outputs}}
     layers: dict[str, dict[str, RunningError]] = {FP32: {}, INT8: {}}
@@ -158,7 +172,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
             if name in outputs or name not in fp32_inner or node not in recorded:
                 continue
             # a pair whose shapes differ is recorded as such (RunningError.shape_mismatch), never dropped
-            layers[FP32].setdefault(name, RunningError(options.layer_tolerance)).update(
+            layers[FP32].setdefault(name, RunningError(layer_tolerance(name))).update(
                 fp32_inner[name], recorded[node], rng)
         kept["fp32"].append(fp32_values[outputs[0]])
         if int8_session is not None:
@@ -169,7 +183,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
             int8_inner = run_by_name(int8_layers, batch) if int8_layers is not None else {}
             for int8_name, name in int8_names.items():
                 if int8_name in int8_inner and name in fp32_inner and name not in outputs:
-                    layers[INT8].setdefault(name, RunningError(options.layer_tolerance)).update(
+                    layers[INT8].setdefault(name, RunningError(options.layer_tolerance or LAYER_TOLERANCE)).update(
                         int8_inner[int8_name], fp32_inner[name], rng)
             kept["int8"].append(int8_values[outputs[0]])
             del int8_inner  # see below
@@ -181,8 +195,8 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         # drop this batch's intermediates before the next batch allocates its own: else the peak holds two
         del recorded, fp32_inner
 
-    timing = {"load_s": loaded - started, "match_s": matched - loaded, "sessions_s": streaming - matched,
-              "streaming_s": time.perf_counter() - streaming}
+    timing = {"load_s": loaded - started, "match_s": matched - loaded, "sessions_s": referencing - matched,
+              "reference_s": streaming - referencing, "streaming_s": time.perf_counter() - streaming}
     checking = time.perf_counter()
     checks = [Check(f"outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
                     detail=f"ORT FP32 vs torch: {_describe(err)}") for name, err in finals[FP32].items()]
@@ -199,11 +213,14 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
             small = {s.name: _take(feeds[s.name], batch_axis(s), ISOLATED_SAMPLES) for s in specs}
             exposed = session(with_intermediates(fp32_model), arena=False)
             ort_values = {**small, **run_by_name(exposed, small)}  # graph inputs too: an op may read them
-            return _isolated(name, matching, recorder.run(small)[1], ort_values, fp32_model, options.layer_tolerance,
+            return _isolated(name, matching, recorder.run(small)[1], ort_values, fp32_model, layer_tolerance(name),
                              min(ISOLATED_SAMPLES, n))
 
+        # a value is labelled with the nn.Module that made it and its class: `features.1 (BatchNorm2d)`, which
+        # the ONNX op alone (a Conv with the BatchNorm folded in) would misname
+        module_types = {recorder.modules[n]: recorder.module_types[n] for n in recorder.recorded}
         rows[FP32], fp32_checks, reports[FP32] = _layer_report(
-            FP32, layers[FP32], values, outputs, lambda e: not e.ok, matching, isolate, options)
+            FP32, layers[FP32], values, outputs, lambda e: not e.ok, matching, isolate, module_types)
         for row in rows[FP32]:
             row["torch_node"] = counterparts[row["value"]]
             row["matched_by"] = matching.how[row["value"]]
@@ -214,7 +231,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         if options.layerwise:
             rows[INT8], int8_checks, reports[INT8] = _layer_report(
                 INT8, layers[INT8], values, outputs, lambda e: e.sqnr_db < options.min_layer_sqnr_db, None, None,
-                options)
+                module_types)
             checks += int8_checks
     if fp16 is not False:
         from skewgate.parity.internals.fp16 import PAIR, Fp16Options, fp16_checks
@@ -232,7 +249,8 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     # the INT8 file judged beside the FP32 one is named by digest, so that promote can register exactly it
     data = {"inputs": sha256_file(inputs), **({"int8": sha256_file(int8)} if int8 else {})}
     subject = Subject(artifact=str(onnx), sha256=sha256_file(onnx), data=data, source=str(torch_model))
-    details = ParityDetails(pairs=pairs, samples=n, timing=timing,
+    rounding = {"outputs": finals_rounding.summary(), "layers": layers_rounding.summary() if recorder else None}
+    details = ParityDetails(pairs=pairs, samples=n, timing=timing, rounding=rounding,
                             finals={pair: {k: e.summary() for k, e in errs.items()} for pair, errs in finals.items()},
                             torch_vs_fp32=reports.get(FP32), fp32_vs_int8=reports.get(INT8), int8_logits=int8_logits,
                             fp32_vs_fp16=reports.get("fp32_vs_fp16"),
@@ -240,12 +258,38 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     return ParityResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), rows)
 
 
-def _torch_outputs(module: Any, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
+def _rounding(recorder: TorchRecorder | None, plain: Any, sample: dict[str, np.ndarray], outputs: list[str],
+              ops: int) -> tuple[Rounding, Rounding]:
+    """PyTorch FP32's distance from float64 on `sample`: for the final outputs (by ONNX output name) and for
+    the recorded intermediates (by program node name). One float64 run serves both."""
+    from skewgate.common.layers import float64_module
+
+    count = len(next(iter(sample.values())))
+    if recorder is not None:
+        narrow_out, narrow_inner = recorder.run(sample)
+    else:
+        narrow_out, narrow_inner = _torch_outputs(plain, sample), {}
+    wide: list[tuple[list[np.ndarray], dict[str, np.ndarray]]] = []
+
+    def float64() -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+        if not wide:
+            wide.append(recorder.run(sample, float64=True) if recorder is not None
+                        else (_torch_outputs(float64_module(plain), sample, float64=True), {}))
+        return wide[0]
+
+    finals = measure(dict(zip(outputs, narrow_out, strict=True)),
+                     lambda: dict(zip(outputs, float64()[0], strict=True)), samples=count, ops=ops)
+    layers = measure(narrow_inner, lambda: float64()[1], samples=count, ops=ops)
+    return finals, layers
+
+
+def _torch_outputs(module: Any, batch: dict[str, np.ndarray], *, float64: bool = False) -> list[np.ndarray]:
     import torch
     from torch.utils._pytree import tree_leaves
 
     with torch.no_grad():
-        result = module(*[torch.from_numpy(np.ascontiguousarray(a)) for a in batch.values()])
+        arrays = [a.astype(np.float64) if float64 and a.dtype == np.float32 else a for a in batch.values()]
+        result = module(*[torch.from_numpy(np.ascontiguousarray(a)) for a in arrays])
     return [leaf.detach().cpu().numpy() for leaf in tree_leaves(result)]
 
 
@@ -300,10 +344,11 @@ def _int8_checks(finals: dict[str, RunningError], kept: dict[str, list[np.ndarra
 def _layer_report(pair: str, errors: dict[str, RunningError], values: dict[str, OnnxValue], outputs: list[str],
                   bad: Callable[[RunningError], bool], matching: Matching | None,
                   isolate: Callable[[str], str] | None,
-                  options: ParityOptions) -> tuple[list[dict[str, Any]], list[Check], dict[str, Any]]:
+                  module_types: Mapping[str, str]) -> tuple[list[dict[str, Any]], list[Check], dict[str, Any]]:
     matched = sorted((name for name in errors if name in values), key=lambda v: values[v].depth)
     rows = [{"value": name, "node": values[name].node, "op": values[name].op_type, "module": values[name].module,
-             "depth": values[name].depth, **errors[name].summary(), "diverged": bad(errors[name])}
+             "module_type": module_types.get(values[name].module, ""), "depth": values[name].depth,
+             **errors[name].summary(), "diverged": bad(errors[name])}
             for name in matched]
     coverage: dict[str, Any] = {"matched": len(matched)}
     if matching is not None:  # every ONNX value: paired and observed, or why not
@@ -332,9 +377,11 @@ def _layer_report(pair: str, errors: dict[str, RunningError], values: dict[str, 
         return rows, checks, info
     where = values[first]
     diverged = sum(1 for r in rows if r["diverged"])
+    module_type = module_types.get(where.module, "")
     info["first_divergence"] = {"value": first, "node": where.node, "op": where.op_type, "module": where.module,
-                                **errors[first].summary()}
-    text = (f"{label}: first divergence at {first!r} (node {where.node}, op {where.op_type}, module {where.module}); "
+                                "module_type": module_type, **errors[first].summary()}
+    module = f"{where.module} ({module_type})" if module_type else where.module
+    text = (f"{label}: first divergence at {first!r} (node {where.node}, op {where.op_type}, module {module}); "
             f"{_describe(errors[first]) if pair == FP32 else f'SQNR {errors[first].sqnr_db:.1f} dB'}")
     if isolate is not None:
         isolated = isolate(first)

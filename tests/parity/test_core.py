@@ -52,6 +52,10 @@ def test_planted_defects_are_localised(parity_model, tmp_path, defect, module, o
     assert ("introduced here" in first["isolated"]) is introduced
     failed = {c.name: c.detail for c in result.verdict.failed_checks}
     assert module in failed["layers.torch_vs_fp32"]
+    # labelled by the module that made the value and its class, whatever the ONNX op (a Conv with BN folded in)
+    module_type = {"act": "GELU", "bn": "BatchNorm2d", "conv": "Conv2d"}[module.rsplit(".", 1)[1]]
+    assert first["module_type"] == module_type
+    assert f"{module} ({module_type})" in failed["layers.torch_vs_fp32"]
 
 
 def test_int8_with_one_badly_calibrated_layer_is_localised(parity_model, tmp_path):

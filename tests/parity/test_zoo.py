@@ -75,7 +75,7 @@ def test_shape_mismatch_is_reported_not_dropped(zoo):
     fine.update(np.ones((2, 3)), np.ones((2, 3)), rng)
     odd.update(np.ones((3, 2)), np.ones((2, 3)), rng)
     rows, checks, info = _layer_report("torch_vs_fp32", {"linear": fine, "transpose": odd}, onnx_values(model),
-                                       [o.name for o in model.graph.output], lambda e: not e.ok, None, None, LAYERWISE)
+                                       [o.name for o in model.graph.output], lambda e: not e.ok, None, None, {})
     assert info["coverage"]["shape_mismatches"] == {"transpose": "shape (3, 2) vs (2, 3)"}
     assert [row["value"] for row in rows if row["diverged"]] == ["transpose"]
     assert info["first_divergence"]["value"] == "transpose"

@@ -40,7 +40,7 @@ def layer_plot(result: ParityResult, path: str | Path) -> Path:
         first = (result.verdict.details.get(pair) or {}).get("first_divergence" if pair != FP16 else "first_failure")
         if first:
             index = next((i for i, r in enumerate(rows) if r["value"] == first["value"]), 0)
-            ax.annotate(f"first divergence: {first['module']} ({first['op']})", (index, ys[index]),
+            ax.annotate(f"first divergence: {_module(first)}, ONNX {first['op']}", (index, ys[index]),
                         xytext=(10, 10), textcoords="offset points", color="tab:red", fontsize=8,
                         arrowprops={"arrowstyle": "->", "color": "tab:red"})
         ax.set_xticks(range(len(rows)), [r["module"] + ":" + r["op"] for r in rows], rotation=70, fontsize=6)
@@ -58,12 +58,17 @@ def report_html(result: ParityResult) -> str:
     for pair, rows in result.layers.items():
         body = "".join(
             f"<tr style='{'background:#fdd' if r['diverged'] else ''}'><td>{r['depth']}</td>"
-            f"<td>{html.escape(r['value'])}</td><td>{html.escape(r['module'])}</td><td>{r['op']}</td>"
+            f"<td>{html.escape(r['value'])}</td><td>{html.escape(_module(r))}</td><td>{r['op']}</td>"
             f"<td>{_fmt(r['max_abs'])}</td><td>{_fmt(r['worst_ratio'])}</td><td>{_fmt(r['sqnr_db'])}</td></tr>"
             for r in rows)
         tables.append(f"<h2>{pair}</h2><table><tr><th>depth</th><th>value</th><th>module</th><th>op</th>"
                       f"<th>max |err|</th><th>err/tol</th><th>SQNR dB</th></tr>{body}</table>")
     return html_page(result.verdict, "".join(tables))
+
+
+def _module(row: dict[str, Any]) -> str:
+    """`features.1 (BatchNorm2d)`: the module that made the value, and its class where known."""
+    return f"{row['module']} ({row['module_type']})" if row.get("module_type") else row["module"]
 
 
 def _fmt(value: Any) -> str:
