@@ -30,3 +30,24 @@ def tiny_onnx(tmp_path_factory):
     path = tmp_path_factory.mktemp("onnx") / "tiny.onnx"
     onnx.save(model, str(path))
     return path
+
+
+@pytest.fixture(scope="session")
+def library_zoo(tmp_path_factory):
+    """library_zoo("resnet18") → (Files, exported .onnx, export verdict), built once per session;
+    `train=True`: the model saved in training mode (its export verdict; the .onnx is not for parity)."""
+    from skewgate.export.core import export_model
+    from tests.library_zoo import save
+
+    directory = tmp_path_factory.mktemp("library_zoo")
+    cache = {}
+
+    def get(name, *, train=False):
+        if (name, train) not in cache:
+            files = save(name, directory, train=train)
+            onnx_path = files.pt2.with_suffix(".onnx")
+            verdict = export_model(model=files.pt2, inputs=files.inputs, out=onnx_path)
+            cache[name, train] = (files, onnx_path, verdict)
+        return cache[name, train]
+
+    return get

@@ -69,6 +69,8 @@ def test_batchnorm_left_in_training_mode_fails_with_the_module_named(pt2, exampl
             "determinism.torch"} <= failed
     check = next(c for c in verdict.checks if c.name == "lint.batchnorm_eval_mode")
     assert "bn" in check.detail
+    # active dropout draws other masks in float64: no rounding reference, and the verdict says so
+    assert "more than rounding" in verdict.details["rounding"]["why"]
 
 
 @pytest.mark.parametrize(
