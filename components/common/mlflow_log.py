@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import os
 import tempfile
 import time
@@ -269,20 +270,38 @@ def runs_table_link(ui: str, experiment_id: str) -> str:
 
 
 def connect(uri: str, *, experiment: str, deadline_s: float = 30.0) -> Tracking:
-    """Connect, retrying with backoff until `deadline_s`; then `Unreachable` naming the URI (the CLI exits 2). A
-    refusal that waiting cannot change (authentication, permission) is a `Rejected` at once."""
-    # MLflow's own HTTP retries would wait minutes on a dead server: we own the deadline instead.
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
-    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # no "creating tables" chatter on stderr
+    """Connect, retrying with backoff until `deadline_s` (`retry_until`); then `Unreachable` naming the URI (the
+    CLI exits 2). A refusal that waiting cannot change (authentication, permission) is a `Rejected` at once."""
+    http_defaults()
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    return retry_until(uri, deadline_s, lambda: Tracking(
+        uri=uri, experiment_id=_experiment_id(client, uri, experiment), client=client))
+
+
+def http_defaults() -> None:
+    """MLflow's own HTTP retries would wait minutes on a dead server (7 retries with backoff, 120 s a request):
+    skewgate owns the deadline instead (`retry_until`). Values the user set in the environment stay."""
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    os.environ.setdefault(_TIMEOUT_ENV, "10")
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # no "creating tables" chatter on stderr
+
+
+_TIMEOUT_ENV = "MLFLOW_HTTP_REQUEST_TIMEOUT"
+
+
+def retry_until(uri: str, deadline_s: float, attempt: Callable[[], T]) -> T:
+    """`attempt()`, retried with backoff (0.5 s doubling to 5 s) while MLflow at `uri` fails, until `deadline_s`
+    has passed; then the last failure (`Unreachable` says for how long). A refusal that waiting cannot change
+    (authentication, permission) is raised at once. Each attempt's HTTP requests time out within what is left of
+    the deadline (at least 1 s): a server that accepts and never answers cannot hold a call far past it."""
     deadline = time.monotonic() + deadline_s
     delay = 0.5
     while True:
         try:
-            return Tracking(uri=uri, experiment_id=_experiment_id(client, uri, experiment), client=client)
+            with _request_timeout(deadline):
+                return attempt()
         except BackendError as err:
             if isinstance(err, Rejected) and err.code in _FINAL_REFUSALS:
                 raise
@@ -295,6 +314,27 @@ def connect(uri: str, *, experiment: str, deadline_s: float = 30.0) -> Tracking:
             log.warning("MLflow at %s not reachable (%s); retrying in %.1fs", uri, type(err).__name__, delay)
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+
+@contextlib.contextmanager
+def _request_timeout(deadline: float) -> Iterator[None]:
+    """MLflow's per-request timeout (read from the environment on every request), cut to the time left before
+    `deadline` while the block runs, then restored."""
+    previous = os.environ.get(_TIMEOUT_ENV)
+    try:
+        configured: int | None = int(previous or "10")
+    except ValueError:  # not ours to judge: MLflow reports its own setting
+        configured = None
+    if configured is not None:
+        os.environ[_TIMEOUT_ENV] = str(min(configured, max(1, math.ceil(deadline - time.monotonic()))))
+    try:
+        yield
+    finally:
+        if configured is not None:
+            if previous is None:
+                os.environ.pop(_TIMEOUT_ENV, None)
+            else:
+                os.environ[_TIMEOUT_ENV] = previous
 
 
 def _experiment_id(client: MlflowClient, uri: str, name: str) -> str:
@@ -393,8 +433,13 @@ class MlflowRegistry:
             target = Path(tmp) / artifact_path
             mlflow.onnx.save_model(model, str(target), signature=onnx_signature(model),
                                    input_example=self.input_example, pip_requirements=_pinned_requirements())
-            # save_model re-serialises the proto; the registry must hold the judged bytes themselves
+            # save_model re-serialises the proto (tensors of 1 KiB or more into an external-data file beside
+            # it); the registry must hold the judged bytes themselves, and no model file they do not load
+            written = onnx_external_data(target / "model.onnx")
             shutil.copyfile(artifact, target / "model.onnx")
+            for location in written - onnx_external_data(target / "model.onnx"):
+                if (target / location).resolve().parent == target.resolve():
+                    (target / location).unlink(missing_ok=True)
             if sha256_file(target / "model.onnx") != sha256:
                 raise InputError(artifact, expected=f"the judged file (sha256 {sha256})",
                                  found="other bytes: it changed while it was being registered")
@@ -492,19 +537,23 @@ class Champion:
 
 
 class RegistryChampions:
-    """Read-only access to what an alias points at (for `skewgate verify` and the compare step)."""
+    """Read-only access to what an alias points at (for `skewgate verify`). Under the deadline and retry policy of
+    every step (`retry_until`): the first registry call is retried until `deadline_s`, each later one times out
+    on its own; nothing is ever written (no experiment, no run)."""
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, *, deadline_s: float = 30.0) -> None:
+        http_defaults()
         from mlflow import MlflowClient
 
         self.uri = uri
+        self.deadline_s = deadline_s
         self.client = MlflowClient(tracking_uri=uri, registry_uri=uri)
 
     def fetch(self, name: str, alias: str, workdir: Path) -> Champion | None:
-        found = download_alias(self.client, self.uri, name, alias, workdir / "model")
+        found = retry_until(self.uri, self.deadline_s, lambda: _alias_version(self.client, self.uri, name, alias))
         if found is None:
             return None
-        version, tags, model_dir = found
+        version, tags, model_dir = _download_version(self.client, self.uri, name, found, workdir / "model")
         attestation_uri = tags.get("skewgate.attestation.uri")
         attestations = _download(self.uri, attestation_uri, workdir / "attestations") if attestation_uri else None
         return Champion(version, tags, model_dir, attestations)
@@ -515,9 +564,17 @@ def download_alias(client: MlflowClient, uri: str, name: str, alias: str, direct
     """The version `alias` points at: its number, its tags and its artifacts downloaded into `directory`; None
     when there is no such alias. Downloaded from the version's own artifact location, not `models:/…`, which
     mlflow resolves against its process-wide registry URI (which need not be this one)."""
-    found = _or_none(uri, f"look up {name}@{alias}", lambda: client.get_model_version_by_alias(name, alias))
-    if found is None:
-        return None
+    found = _alias_version(client, uri, name, alias)
+    return None if found is None else _download_version(client, uri, name, found, directory)
+
+
+def _alias_version(client: MlflowClient, uri: str, name: str, alias: str) -> Any:
+    """The `ModelVersion` `alias` points at, or None when the model or the alias does not exist."""
+    return _or_none(uri, f"look up {name}@{alias}", lambda: client.get_model_version_by_alias(name, alias))
+
+
+def _download_version(client: MlflowClient, uri: str, name: str, found: Any, directory: Path
+                      ) -> tuple[str, dict[str, str], Path]:
     version = str(found.version)
     with _mapped(uri, f"locate the files of {name!r} v{version}"):
         source = client.get_model_version_download_uri(name, version)
@@ -544,6 +601,17 @@ def read_promotion_log(tracking: Tracking) -> list[dict[str, Any]]:
             for item in client.list_artifacts(run.info.run_id, conv.PROMOTION_LOG_DIR):
                 texts.append(Path(client.download_artifacts(run.info.run_id, item.path, tmp)).read_text("utf-8"))
     return sorted((json.loads(text) for text in texts), key=lambda r: str(r.get("at")))
+
+
+def onnx_external_data(path: Path) -> set[str]:
+    """The external-data locations (relative to the file's folder, as written) that the ONNX file at `path`
+    references: what ONNX Runtime also reads when it loads it. The file is parsed, its external data not read."""
+    import onnx
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+
+    model = onnx.load(str(path), load_external_data=False)
+    return {entry.value for tensor in _get_all_tensors(model) if uses_external_data(tensor)
+            for entry in tensor.external_data if entry.key == "location"}
 
 
 def onnx_signature(model: Any) -> Any:

@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from skewgate.common.errors import InputError
 from skewgate.common.recording import TrackingOptions, evaluate_and_record
+from skewgate.common.steps import RELEASE_GATE_STEPS, STEPS, TASK_NAMES, UnknownStep, resolve_steps, split_steps
 from skewgate.common.verdict import Verdict
 
+__all__ = ["REQUIRED_STEPS", "STEPS", "TASK_NAMES", "PromoteOptions", "UnknownStep", "gather_verdicts",
+           "resolve_steps", "run", "split_steps"]
+
 STEP = "promote"
-# What a release needs by default: every gate of the release-gate pipeline.
-REQUIRED_STEPS: tuple[str, ...] = ("export", "calibrate", "drift", "parity", "probe", "compare")
-# Every step that writes a verdict promote can require (the names its verdicts carry as `step`).
-STEPS: tuple[str, ...] = (*REQUIRED_STEPS, "preprocess")
-# The release-gate pipeline's task names (pipelines/release_gate.py), accepted for the step each task runs.
-TASK_NAMES: dict[str, str] = {"calibrate-int8": "calibrate", "drift-gate": "drift", "parity-diff": "parity",
-                              "triton-probe": "probe", "compare-champion": "compare"}
+# What a release needs by default (common/steps.py holds the step names promote and verify share)
+REQUIRED_STEPS = RELEASE_GATE_STEPS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,37 +30,6 @@ class PromoteOptions:
     allow_unsigned: bool = False  # local experiments only: evidence then needs no signature
     version: str | None = None  # promote this registered version instead of finding or registering one
     example_rows: int = 2  # rows of `example_inputs` that become the registered model's input example
-
-
-def split_steps(text: str) -> tuple[str, ...]:
-    """`export, drift` → ("export", "drift"): the `--require` / `required_steps` spelling."""
-    return tuple(s.strip() for s in text.split(",") if s.strip())
-
-
-class UnknownStep(InputError):
-    """A required step that no step is called: named with the closest valid name and the list of valid ones."""
-
-    def __init__(self, name: str, *, source: str) -> None:
-        valid = [*STEPS, *TASK_NAMES]
-        super().__init__(source, expected=f"one of {', '.join(valid)}", found=f"unknown step {name!r}")
-        close = difflib.get_close_matches(name.lower(), valid, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ";"
-        self.args = (f"unknown step {name!r} in {source}{hint} valid: {', '.join(STEPS)} "
-                     f"(or the pipeline's task names {', '.join(TASK_NAMES)})",)
-
-
-def resolve_steps(names: Iterable[str], *, source: str = "the required steps") -> tuple[str, ...]:
-    """The step names `names` mean, in order, each once: a pipeline task name (`triton-probe`) stands for its step
-    (`probe`); any other unknown name is an `UnknownStep` (which names `source`, e.g. `--require`)."""
-    resolved: list[str] = []
-    for name in names:
-        key = name.strip().lower()
-        step = key if key in STEPS else TASK_NAMES.get(key)
-        if step is None:
-            raise UnknownStep(name, source=source)
-        if step not in resolved:
-            resolved.append(step)
-    return tuple(resolved)
 
 
 def gather_verdicts(found: Mapping[str, tuple[str | Path, str | Path]], folder: Path) -> Path:

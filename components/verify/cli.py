@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from skewgate.common.cli_support import check_tracking_uri, configure_logging, exit_code, summary, write_report
+from skewgate.common.steps import resolve_steps, split_steps
 from skewgate.verify.run import VerifyOptions, run
 
 _DEFAULTS = VerifyOptions()
@@ -16,14 +17,22 @@ _DEFAULTS = VerifyOptions()
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="skewgate verify")
-    parser.description = ("Re-check a champion from the registry alone: the registered ONNX digest, promote's "
-                          "signed decision and every required step's signed verdict.")
+    parser.description = ("Re-check a champion from the registry alone: the file its MLmodel loads has the gated "
+                          "digest, promote's signed decision names this model, version and alias under a policy "
+                          "that required at least --require, and every required step's signed verdict holds.")
     parser.add_argument("--model-name", required=True, help="registered model name")
     parser.add_argument("--alias", default=_DEFAULTS.alias, help=f"alias to verify (default: {_DEFAULTS.alias})")
     parser.add_argument("--trusted-key", action="append", default=[], metavar="PUB",
                         help="public key whose signatures count (repeatable; $SKEWGATE_TRUSTED_KEYS adds more)")
+    required = ",".join(_DEFAULTS.required)
+    parser.add_argument("--require", default=required,
+                        help="comma-separated steps promote's signed decision must have required, at least; the "
+                             f"pipeline's task names stand for their steps (default: {required})")
     parser.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", ""),
                         help="MLflow tracking/registry URI (default: $MLFLOW_TRACKING_URI)")
+    parser.add_argument("--mlflow-deadline", type=float, default=_DEFAULTS.mlflow_deadline_s, metavar="SECONDS",
+                        help=f"give up on an unreachable registry after this long (default: "
+                             f"{_DEFAULTS.mlflow_deadline_s:g})")
     parser.add_argument("--report", type=Path, help="write the verdict JSON here")
     parser.add_argument("-q", "--quiet", action="store_true", help="only the first line on stderr")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
@@ -36,7 +45,9 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     # verify only reads: a store that is not there is a mistake in the URI, never an empty registry to judge
     tracking_uri = check_tracking_uri(args.tracking_uri, reads_only=True)
     verdict = run(model_name=args.model_name, tracking_uri=tracking_uri,
-                  options=VerifyOptions(alias=args.alias, trusted_keys=tuple(args.trusted_key)))
+                  options=VerifyOptions(alias=args.alias, trusted_keys=tuple(args.trusted_key),
+                                        required=resolve_steps(split_steps(args.require), source="--require"),
+                                        mlflow_deadline_s=args.mlflow_deadline))
     if args.report:
         write_report(verdict, args.report)
     text = summary(verdict)

@@ -14,19 +14,24 @@ def verify_op(
     metrics: dsl.Output[dsl.Metrics],
     report: dsl.Output[dsl.Markdown],
     alias: str = "champion",
+    required_steps: str = "export,calibrate,drift,parity,probe,compare",
+    mlflow_deadline: float = 30.0,
 ) -> str:
-    """Re-check the `alias` version of `model_name`: the registered ONNX digest, promote's signed decision and
-    every required step's signed verdict, against `trusted_public_keys` (PEM text, one or several keys).
-    Returns `pass` or `fail`; a registry that cannot be read fails the task."""
+    """Re-check the `alias` version of `model_name`: the file its MLmodel loads has the gated digest, promote's
+    signed decision names this model, version and alias under a policy that required at least `required_steps`
+    (comma-separated), and every required step's signed verdict holds, against `trusted_public_keys` (PEM text,
+    one or several keys). Returns `pass` or `fail`; a registry that cannot be read within `mlflow_deadline`
+    seconds fails the task."""
     import tempfile
     from pathlib import Path
 
     from skewgate.common.attest import write_trusted_keys
     from skewgate.common.kfp_io import finish
+    from skewgate.common.steps import split_steps
     from skewgate.verify.run import VerifyOptions, run
 
     with tempfile.TemporaryDirectory() as work:
-        result = run(model_name=model_name, tracking_uri=tracking_uri,
-                     options=VerifyOptions(alias=alias, trusted_keys=write_trusted_keys(trusted_public_keys,
-                                                                                        Path(work))))
+        options = VerifyOptions(alias=alias, trusted_keys=write_trusted_keys(trusted_public_keys, Path(work)),
+                                required=split_steps(required_steps), mlflow_deadline_s=mlflow_deadline)
+        result = run(model_name=model_name, tracking_uri=tracking_uri, options=options)
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)

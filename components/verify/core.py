@@ -1,24 +1,34 @@
 """Re-check a champion from the registry alone: what a deployment runs before it loads the model.
 
-Resolve the alias to a version; recompute the SHA-256 of the ONNX file inside the registered MLflow Model and
-compare it with the version's evidence tag; open promote's signed decision (it must be by a trusted key, say
-`pass`, and name this version and digest); then every required step's stored verdict must be signed by a
-trusted key, about this digest, acceptable under the recorded policy, and the very verdict promote recorded.
+Resolve the alias to a version; read the version's `MLmodel` and find the file its flavours load (the `onnx`
+flavour's `data:`, which the `python_function` flavour must load too, through `mlflow.onnx`); that very file must
+have the SHA-256 of the version's evidence tag, and the folder may hold no other model file (`*.onnx`, `*.data`)
+and no external data, which no gated digest covers. Then open promote's signed decision: it must be by a trusted
+key, say `pass`, and name this digest, this model name, this version and the alias asked about, under a policy that
+required at least the steps asked for; then every required step's stored verdict must be signed by a trusted key,
+about this digest, acceptable under the recorded policy, and the very verdict promote recorded.
 """
 
 from __future__ import annotations
 
 import hashlib
+import posixpath
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from skewgate.common import attest
 from skewgate.common.errors import InputError
-from skewgate.common.io import sha256_file
+from skewgate.common.io import read_regular_file, sha256_file
 from skewgate.common.mlflow_log import Champion
 from skewgate.common.verdict import Check, Subject, Verdict
 
 STEP = "verify"
+MLMODEL = "MLmodel"
+MAX_MLMODEL_BYTES = 1024 * 1024
+# What promote registers: an MLflow Model with exactly these flavours (`mlflow.onnx.save_model`).
+FLAVOURS = frozenset({"onnx", "python_function"})
+MODEL_SUFFIXES = (".onnx", ".data")  # a model file, or ONNX external data
 
 
 class ChampionSource(Protocol):
@@ -28,7 +38,9 @@ class ChampionSource(Protocol):
 
 
 def verify_champion(*, model_name: str, alias: str, source: ChampionSource, trusted: dict[str, Any],
-                    workdir: Path) -> Verdict:
+                    workdir: Path, required: Sequence[str] = ()) -> Verdict:
+    """The verdict on `model_name@alias`. `required`: the steps the signed decision must have required (at least);
+    every step it required is checked either way."""
     if not trusted:
         raise InputError("--trusted-key", expected="at least one trusted public key", found="none")
     champion = source.fetch(model_name, alias, workdir)
@@ -36,28 +48,111 @@ def verify_champion(*, model_name: str, alias: str, source: ChampionSource, trus
         return Verdict.from_checks(STEP, [Check("champion.resolved", passed=False,
                                                 detail=f"{model_name} has no alias {alias!r}")], subject=None)
     expected = champion.tags.get("skewgate.onnx_sha256", "")
-    onnx_files = sorted(champion.model_dir.rglob("*.onnx"))
-    digests = {str(p.relative_to(champion.model_dir)): sha256_file(p) for p in onnx_files}
-    matching = [name for name, digest in digests.items() if digest == expected]
     checks = [Check("champion.resolved", passed=True, detail=f"{alias} → version {champion.version}"),
-              Check("artifact.sha256", passed=bool(matching),
-                    detail=f"{matching[0]} has the gated sha256 {expected}" if matching else
-                    f"no ONNX file in version {champion.version} has sha256 {expected or '(no tag)'}: {digests}")]
+              *served_file_checks(champion.model_dir, expected)]
     subject = Subject(artifact=f"models:/{model_name}/{champion.version}", sha256=expected or "0" * 64)
     if champion.attestations_dir is None:
         checks.append(Check("attestation.promotion", passed=False, detail="no skewgate.attestation.uri tag"))
         return Verdict.from_checks(STEP, checks, subject=subject)
-    promotion, problem = _promotion(champion, trusted, expected)
-    checks.append(Check("attestation.promotion", passed=not problem, detail=problem or "signed by a trusted key"))
+    promotion, problem = _promotion(champion, trusted, expected, model_name=model_name, alias=alias)
+    checks.append(Check("attestation.promotion", passed=not problem, detail=problem or
+                        f"signed by a trusted key: pass for {model_name!r} version {champion.version} "
+                        f"under alias {alias!r}"))
     if promotion is not None:
         policy = promotion.get("policy", {})
-        for step in policy.get("required", []):
+        decided = [str(s) for s in policy.get("required", [])] if isinstance(policy.get("required"), list) else []
+        missing = [step for step in required if step not in decided]
+        checks.append(Check("policy.required", passed=not missing and bool(decided),
+                            detail=f"the decision required {', '.join(decided) or '(nothing)'}"
+                            + (f", not {', '.join(missing)}" if missing else "")
+                            + f"; asked for {', '.join(required) or '(nothing)'}"))
+        for step in dict.fromkeys([*decided, *required]):
             checks.append(_step_check(champion.attestations_dir, step, trusted, expected, policy,
                                       promotion.get("evidence", {}).get(step, {})))
     return Verdict.from_checks(STEP, checks, subject=subject)
 
 
-def _promotion(champion: Champion, trusted: dict[str, Any], sha: str) -> tuple[dict[str, Any] | None, str]:
+def served_file_checks(model_dir: Path, expected: str) -> list[Check]:
+    """`model.loads`: what the version's `MLmodel` loads, and that it is one file inside the folder;
+    `artifact.sha256`: that file has the gated digest `expected`; `model.files`: no other model file and no
+    external data in the folder (what the gated digest does not cover could be served)."""
+    loaded, problem = _loaded_file(model_dir)
+    checks = [Check("model.loads", passed=not problem, detail=problem or
+                    f"MLmodel's onnx and python_function flavours load {loaded}")]
+    if loaded is None:
+        checks.append(Check("artifact.sha256", passed=False, detail="no file the registered MLmodel loads"))
+        return checks
+    digest = sha256_file(model_dir / loaded)
+    checks.append(Check("artifact.sha256", passed=bool(expected) and digest == expected,
+                        detail=f"{loaded} (the file MLmodel loads) has sha256 {digest}"
+                        + ("" if digest == expected else f", not the gated {expected or '(no tag)'}")))
+    external: set[str] = set()
+    if digest == expected:  # parse only the gated bytes: they were checked as ONNX before promotion
+        from skewgate.common.mlflow_log import onnx_external_data
+
+        external = {posixpath.normpath(posixpath.join(posixpath.dirname(loaded), location))
+                    for location in onnx_external_data(model_dir / loaded)}
+    others = sorted(str(p.relative_to(model_dir)) for p in model_dir.rglob("*")
+                    if p.name.lower().endswith(MODEL_SUFFIXES) and str(p.relative_to(model_dir)) != loaded)
+    problems = ([f"{loaded} references external data {', '.join(sorted(external))}, which no gated digest covers"]
+                if external else [])
+    unreferenced = [name for name in others if name not in external]
+    if unreferenced:
+        problems.append(f"other model files beside {loaded}: {', '.join(unreferenced)}")
+    checks.append(Check("model.files", passed=not problems,
+                        detail="; ".join(problems) or f"{loaded} is the only model file, with no external data"))
+    return checks
+
+
+def _loaded_file(model_dir: Path) -> tuple[str | None, str]:
+    """The path (relative, POSIX) of the file the version's `MLmodel` loads, or None and what was found instead.
+
+    `mlflow.onnx.load_model` opens the `onnx` flavour's `data:`; `mlflow.pyfunc.load_model` imports the
+    `python_function` flavour's `loader_module` and hands it that flavour's own `data:`, after putting its `code:`
+    folders on `sys.path`. So: exactly the two flavours promote writes, `mlflow.onnx` as the loader, one `data:`
+    for both, no code, and a regular file inside the folder."""
+    import yaml
+
+    try:
+        text = read_regular_file(model_dir / MLMODEL, limit=MAX_MLMODEL_BYTES, expected="an MLmodel file")
+        document = yaml.safe_load(text)
+    except InputError as err:
+        return None, str(err)
+    except yaml.YAMLError as err:
+        return None, f"{MLMODEL} is not YAML: {type(err).__name__}"
+    flavors = document.get("flavors") if isinstance(document, dict) else None
+    if not isinstance(flavors, dict):
+        return None, f"{MLMODEL} has no flavours"
+    if set(flavors) != FLAVOURS or not all(isinstance(flavors[f], dict) for f in FLAVOURS):
+        return None, f"{MLMODEL} has flavours {sorted(map(str, flavors))}, not {sorted(FLAVOURS)}"
+    onnx_flavour, pyfunc = flavors["onnx"], flavors["python_function"]
+    data = onnx_flavour.get("data")
+    problems = []
+    if pyfunc.get("loader_module") != "mlflow.onnx":
+        problems.append(f"python_function loads through {pyfunc.get('loader_module')!r}, not 'mlflow.onnx'")
+    if pyfunc.get("data") != data:
+        problems.append(f"python_function loads data {pyfunc.get('data')!r}, the onnx flavour {data!r}")
+    for name, flavour in (("onnx", onnx_flavour), ("python_function", pyfunc)):
+        if flavour.get("code"):
+            problems.append(f"the {name} flavour puts code {flavour.get('code')!r} on the import path")
+    if not isinstance(data, str) or not data:
+        problems.append(f"the onnx flavour's data is {data!r}, not a file name")
+    elif data.startswith(("/", "\\")) or ".." in data.replace("\\", "/").split("/"):
+        problems.append(f"the onnx flavour's data {data!r} is outside the model folder")
+    else:
+        path = model_dir / data
+        if path.is_symlink() or not path.resolve().is_relative_to(model_dir.resolve()):
+            problems.append(f"the onnx flavour's data {data!r} is a symbolic link or leads outside the model folder")
+        elif not path.is_file():
+            problems.append(f"the onnx flavour's data {data!r} is not a file in the model folder")
+    if problems:
+        return None, f"{MLMODEL}: " + "; ".join(problems)
+    assert isinstance(data, str)
+    return posixpath.normpath(data), ""
+
+
+def _promotion(champion: Champion, trusted: dict[str, Any], sha: str, *, model_name: str,
+               alias: str) -> tuple[dict[str, Any] | None, str]:
     assert champion.attestations_dir is not None
     try:
         envelope = attest.read_envelope(champion.attestations_dir / f"promotion{attest.ENVELOPE_SUFFIX}")
@@ -68,9 +163,15 @@ def _promotion(champion: Champion, trusted: dict[str, Any], sha: str) -> tuple[d
     digest = (statement.get("subject") or [{}])[0].get("digest", {}).get("sha256")
     if statement.get("predicateType") != attest.PROMOTION_PREDICATE:
         return None, f"predicateType {statement.get('predicateType')!r}"
+    if not isinstance(predicate, dict):
+        return None, "the signed decision has no predicate"
     if digest != sha or predicate.get("version") != champion.version or predicate.get("decision") != "pass":
         return None, (f"the signed decision is {predicate.get('decision')!r} for version {predicate.get('version')} "
                       f"sha256 {digest}, not pass for version {champion.version} sha256 {sha}")
+    if predicate.get("model_name") != model_name or predicate.get("alias") != alias:
+        return None, (f"the signed decision promoted {predicate.get('model_name')!r} version "
+                      f"{predicate.get('version')} under alias {predicate.get('alias')!r}, not {model_name!r} "
+                      f"under alias {alias!r}")
     return predicate, ""
 
 
@@ -83,11 +184,11 @@ def _step_check(folder: Path, step: str, trusted: dict[str, Any], sha: str, poli
         attest.verify_verdict(verdict, envelope, trusted, artifact_sha256=sha)
     except (InputError, attest.SignatureInvalid) as err:
         return Check(name, passed=False, detail=str(err))
+    if verdict.step != step:
+        return Check(name, passed=False, detail=f"the stored {step}.json is a {verdict.step!r} verdict")
     accepted = {"pass", "warn"} if policy.get("allow_warn") else {"pass"}
     if verdict.status not in accepted:
         return Check(name, passed=False, detail=f"status {verdict.status}")
     if hashlib.sha256(content).hexdigest() != recorded.get("verdict_sha256"):
         return Check(name, passed=False, detail="not the verdict promote's signed decision recorded")
     return Check(name, passed=True, detail=f"{verdict.status}, signed, same artifact")
-
-

@@ -173,7 +173,9 @@ def test_unsigned_evidence_is_refused_unless_explicitly_allowed(setup, monkeypat
 
 
 def _verify(uri, keys, *extra):
-    return main(["verify", "--model-name", "digits", "--tracking-uri", uri, "--trusted-key", str(keys[1]), *extra])
+    """These promotions require `export` only: so must verify (its default is every release-gate step)."""
+    return main(["verify", "--model-name", "digits", "--tracking-uri", uri, "--trusted-key", str(keys[1]),
+                 "--require", "export", *extra])
 
 
 def test_verify_rechecks_the_champion_from_the_registry_alone(setup, keys, tmp_path, monkeypatch):
@@ -182,8 +184,8 @@ def test_verify_rechecks_the_champion_from_the_registry_alone(setup, keys, tmp_p
     assert _promote(onnx_path, verdicts, uri) == 0
     assert _verify(uri, keys, "--report", str(tmp_path / "verify.json")) == 0
     report = Verdict.read(tmp_path / "verify.json")
-    assert {c.name for c in report.checks} == {"champion.resolved", "artifact.sha256", "attestation.promotion",
-                                               "evidence.export"}
+    assert {c.name for c in report.checks} == {"champion.resolved", "model.loads", "artifact.sha256", "model.files",
+                                               "attestation.promotion", "policy.required", "evidence.export"}
     monkeypatch.delenv("SKEWGATE_TRUSTED_KEYS")
     other = tmp_path / "other"
     main(["keys", "generate", "--out", str(other)])

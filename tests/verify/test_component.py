@@ -16,8 +16,19 @@ def test_compiles_with_the_options_defaults(tmp_path):
     path = tmp_path / "verify.yaml"
     compiler.Compiler().compile(verify_op, str(path))
     parameters = yaml.safe_load(path.read_text())["root"]["inputDefinitions"]["parameters"]
+    defaults = VerifyOptions()
     assert {n: p["defaultValue"] for n, p in parameters.items() if "defaultValue" in p} == {
-        "alias": VerifyOptions().alias}
+        "alias": defaults.alias, "required_steps": ",".join(defaults.required),
+        "mlflow_deadline": defaults.mlflow_deadline_s}
+
+
+def test_verify_requires_by_default_what_promote_requires_by_default():
+    """promote/run.py keeps its own copy of the step names (no step imports another): they must not drift."""
+    from skewgate.common import steps
+    from skewgate.promote import run as promote
+
+    assert VerifyOptions().required == steps.RELEASE_GATE_STEPS == promote.REQUIRED_STEPS
+    assert steps.STEPS == promote.STEPS and steps.TASK_NAMES == promote.TASK_NAMES
 
 
 class _Metrics:

@@ -1,9 +1,12 @@
-"""verify_champion against stored evidence that is not what a download leaves: FIFOs and links to devices."""
+"""verify_champion against stored evidence that is not what a download leaves: FIFOs and links to devices; and
+against model folders whose MLmodel loads something other than the gated bytes."""
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from skewgate.common.io import sha256_file
 from skewgate.common.mlflow_log import Champion
@@ -20,6 +23,7 @@ def champion(tmp_path, tiny_onnx):
     model_dir.mkdir()
     onnx_file = model_dir / "model.onnx"
     onnx_file.write_bytes(tiny_onnx.read_bytes())
+    (model_dir / "MLmodel").write_text(yaml.safe_dump(_mlmodel()))
     registry = FakeRegistry()
     verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
     assert promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry).status == "pass"
@@ -31,6 +35,16 @@ def champion(tmp_path, tiny_onnx):
                     attestations_dir=attestations)
 
 
+def _mlmodel(data="model.onnx"):
+    """What `mlflow.onnx.save_model` writes (the keys verify reads, and a few it does not)."""
+    env = {"conda": "conda.yaml", "virtualenv": "python_env.yaml"}
+    return {"flavors": {"onnx": {"code": None, "data": data, "onnx_version": "1.19.0",
+                                 "providers": ["CPUExecutionProvider"]},
+                        "python_function": {"data": data, "env": env, "loader_module": "mlflow.onnx",
+                                            "python_version": "3.11.7"}},
+            "mlflow_version": "3.5.0", "model_uuid": "0" * 32}
+
+
 class _Source:
     def __init__(self, champion):
         self.champion = champion
@@ -39,9 +53,13 @@ class _Source:
         return self.champion
 
 
-def _verify(champion, tmp_path):
-    return verify_champion(model_name=NAME, alias="champion", source=_Source(champion), trusted=TRUSTED,
-                           workdir=tmp_path)
+def _verify(champion, tmp_path, *, alias="champion", required=()):
+    return verify_champion(model_name=NAME, alias=alias, source=_Source(champion), trusted=TRUSTED,
+                           workdir=tmp_path, required=required)
+
+
+def _failed(verdict):
+    return {c.name: c.detail for c in verdict.checks if not c.passed}
 
 
 def test_the_stored_evidence_verifies(champion, tmp_path):
@@ -64,3 +82,95 @@ def test_a_stored_file_that_is_not_a_regular_file_fails_without_being_read(champ
     assert result.status == "fail"
     (failed,) = [c for c in result.checks if c.name == check]
     assert not failed.passed and entry in failed.detail and found in failed.detail
+
+
+def _other_model(tiny_onnx, path):
+    """A valid ONNX model that is not the gated one (same graph, other weights)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(tiny_onnx))
+    model.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.full((4, 2), 7, np.float32), name="W"))
+    onnx.save(model, str(path))
+    return path
+
+
+def test_the_gated_bytes_beside_another_served_model_fail(champion, tmp_path, tiny_onnx):
+    """Once accepted: any *.onnx in the folder with the gated digest passed, whatever MLmodel loads."""
+    model_dir = champion.model_dir
+    shutil.copyfile(model_dir / "model.onnx", model_dir / "orig.onnx")
+    _other_model(tiny_onnx, model_dir / "model.onnx")
+    failed = _failed(_verify(champion, tmp_path))
+    assert set(failed) == {"artifact.sha256", "model.files"}
+    assert failed["artifact.sha256"].startswith("model.onnx (the file MLmodel loads) has sha256 ")
+    assert failed["model.files"] == "other model files beside model.onnx: orig.onnx"
+
+
+def test_mlmodel_pointed_at_a_new_file_fails(champion, tmp_path, tiny_onnx):
+    model_dir = champion.model_dir
+    _other_model(tiny_onnx, model_dir / "new.onnx")
+    (model_dir / "MLmodel").write_text(yaml.safe_dump(_mlmodel("new.onnx")))
+    failed = _failed(_verify(champion, tmp_path))
+    assert set(failed) == {"artifact.sha256", "model.files"}
+    assert "new.onnx (the file MLmodel loads)" in failed["artifact.sha256"]
+    assert failed["model.files"] == "other model files beside new.onnx: model.onnx"
+
+
+@pytest.mark.parametrize(("edit", "found"), [
+    (lambda m: m["flavors"]["python_function"].update(loader_module="mlflow.sklearn"),
+     "python_function loads through 'mlflow.sklearn', not 'mlflow.onnx'"),
+    (lambda m: m["flavors"]["python_function"].update(data="orig.onnx"),
+     "python_function loads data 'orig.onnx', the onnx flavour 'model.onnx'"),
+    (lambda m: m["flavors"]["onnx"].update(code="code"), "the onnx flavour puts code 'code' on the import path"),
+    (lambda m: m["flavors"].update(sklearn={"pickled_model": "model.pkl"}),
+     "flavours ['onnx', 'python_function', 'sklearn']"),
+    (lambda m: m["flavors"]["onnx"].update(data="../model/model.onnx") or
+     m["flavors"]["python_function"].update(data="../model/model.onnx"), "is outside the model folder"),
+    (lambda m: m["flavors"]["onnx"].update(data=None) or m["flavors"]["python_function"].update(data=None),
+     "the onnx flavour's data is None, not a file name"),
+])
+def test_an_mlmodel_that_loads_anything_else_fails_naming_it(champion, tmp_path, edit, found):
+    mlmodel = _mlmodel()
+    edit(mlmodel)
+    (champion.model_dir / "MLmodel").write_text(yaml.safe_dump(mlmodel))
+    failed = _failed(_verify(champion, tmp_path))
+    assert set(failed) == {"model.loads", "artifact.sha256"}
+    assert found in failed["model.loads"]
+
+
+def test_no_mlmodel_fails(champion, tmp_path):
+    (champion.model_dir / "MLmodel").unlink()
+    failed = _failed(_verify(champion, tmp_path))
+    assert "MLmodel: expected an MLmodel file, found no such file" in failed["model.loads"]
+
+
+def test_external_data_fails_referenced_or_not(champion, tmp_path, tiny_onnx):
+    """The gated digest covers the .onnx only: weights in a .data file beside it could be anything."""
+    import onnx
+
+    from skewgate.common.io import sha256_file
+
+    external = tmp_path / "external"
+    external.mkdir()
+    model = onnx.load(str(tiny_onnx))
+    onnx.save(model, str(external / "model.onnx"), save_as_external_data=True, location="weights.data",
+              size_threshold=0)
+    for name in ("model.onnx", "weights.data"):
+        shutil.copyfile(external / name, champion.model_dir / name)
+    champion.tags["skewgate.onnx_sha256"] = sha256_file(champion.model_dir / "model.onnx")
+    failed = _failed(_verify(champion, tmp_path))
+    assert failed["model.files"] == "model.onnx references external data weights.data, which no gated digest covers"
+    (champion.model_dir / "model.onnx").write_bytes(tiny_onnx.read_bytes())  # self-contained: the .data is unused
+    champion.tags["skewgate.onnx_sha256"] = sha256_file(tiny_onnx)
+    assert _failed(_verify(champion, tmp_path))["model.files"] == "other model files beside model.onnx: weights.data"
+
+
+def test_the_decision_binds_alias_and_required_steps(champion, tmp_path):
+    assert _verify(champion, tmp_path, required=("export",)).status == "pass"
+    failed = _failed(_verify(champion, tmp_path, alias="staging"))
+    assert failed == {"attestation.promotion": "the signed decision promoted 'digits' version 1 under alias "
+                                               "'champion', not 'digits' under alias 'staging'"}
+    failed = _failed(_verify(champion, tmp_path, required=("export", "parity")))
+    assert failed["policy.required"] == "the decision required export, not parity; asked for export, parity"
+    assert "evidence.parity" in failed  # a step asked for is checked too, and there is no verdict for it
