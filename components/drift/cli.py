@@ -30,7 +30,8 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
                              "axis otherwise); the other positions are pooled")
     parser.add_argument("--ids", action="append", default=[], metavar="COLUMN",
                         help="an integer column or array of ids (tokens, items): tested as categories, the "
-                             f"{DEFAULTS.max_categories:,} most frequent reference ids plus \"(other)\"")
+                             f"{DEFAULTS.max_categories:,} most frequent reference ids plus \"(other)\" (ranked on "
+                             f"a seeded {DEFAULTS.id_selection_share:.0%} of the reference rows, tested on the rest)")
 
 
 def _axis(text: str) -> tuple[str, int]:

@@ -1,6 +1,11 @@
 """The drift gate: schema, NaN share, KS per feature (chi-square for categories) with multiple-testing
 correction and an effect-size floor, and MMD² on standardised features or on embeddings.
 
+A KS statistic read from sketches (beyond `exact_rows`) is judged at the least value it can have (at least
+D − `ks_error`): its p-value and effect stay valid whatever the sketches hide. Id features keep the ids ranked on
+rows that are not tested, and rare categories are pooled (`stats/categories.py`). Each feature reports the
+smallest effect it could flag (`detectable`), so a pass says what it cannot see.
+
 Decision matrix: neither drifts → pass; KS only or MMD only → warn; both → fail. Defaults and their false-positive
 rates under no drift: KS family at α = 0.05 after Benjamini–Hochberg (under the global null BH controls the
 family-wise rate, so P(KS flags) ≤ 0.05, less with the effect floor); MMD at α = 0.05 (P(MMD flags) ≤ 0.05);
@@ -21,6 +26,14 @@ from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.drift.stats import ks
+from skewgate.drift.stats.categories import (
+    MIN_EXPECTED,
+    SELECTION_SHARE,
+    fold_current,
+    homogeneity,
+    kept_categories,
+    smallest_v,
+)
 from skewgate.drift.stats.mmd import (
     BANDWIDTH_FACTORS,
     RandomFeatures,
@@ -36,13 +49,12 @@ from skewgate.drift.stats.profile import (
     load_profile,
     standardise,
 )
-from skewgate.drift.stats.sketch import DEFAULT_CAPACITY, ks_between
+from skewgate.drift.stats.sketch import DEFAULT_CAPACITY, ks_bounds
 from skewgate.drift.stats.source import BATCH_ROWS, Batch, Source, open_source
 from skewgate.drift.stats.stream import Accumulator, MmdPlan, SideStats
 
 log = logging.getLogger(__name__)
 STEP = "drift"
-OTHER = "(other)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +80,8 @@ class DriftOptions:
     feature_axes: tuple[tuple[str, int], ...] = ()  # (array, axis): an N-D array's feature axis (else per layout)
     ids: tuple[str, ...] = ()  # integer columns/arrays holding ids: tested as categories
     max_categories: int = 1000  # an id feature keeps its most frequent ids, the rest count as "(other)"
+    id_selection_share: float = SELECTION_SHARE  # reference rows that rank the ids; the others are tested
+    min_expected: float = MIN_EXPECTED  # a category expecting fewer on the smaller side is pooled into "(rare)"
     seed: int = 0
 
 
@@ -80,8 +94,10 @@ class FeatureTest(TypedDict):
     test: Literal["ks", "chi2"]
     statistic: float | None  # None: not testable (a feature without values on one side)
     pvalue: float
-    effect: float  # KS D or Cramér's V
-    ks_error: NotRequired[float]  # numeric: the largest error of D from the sketches
+    effect: float  # KS D (from sketches: the least it can be, ≥ statistic − ks_error) or Cramér's V
+    ks_error: NotRequired[float]  # numeric: the largest error of D from the sketches (effect ≥ statistic − it)
+    cells: NotRequired[int]  # categorical: cells tested (kept categories, "(other)", rare ones pooled)
+    detectable: NotRequired[float | None]  # the smallest effect it could flag (size, correction, floor); None: none
     new_categories: NotRequired[list[str]]  # categorical: current categories the reference never saw (20 at most)
     adjusted_pvalue: NotRequired[float | None]  # after the multiple-testing correction
     drifted: NotRequired[bool]
@@ -151,7 +167,8 @@ def embedder(onnx_path: Path, output: str, source: Source) -> Callable[[Batch], 
 
 def _accumulate(source: Source, numeric_names: tuple[str, ...], options: DriftOptions, **kwargs: Any) -> SideStats:
     acc = Accumulator(numeric_names, source.numeric_names, source.categorical_names, seed=options.seed,
-                      exact_rows=options.exact_rows, capacity=options.sketch_capacity, **kwargs)
+                      exact_rows=options.exact_rows, capacity=options.sketch_capacity,
+                      selection_share=options.id_selection_share, **kwargs)
     for batch in source.batches(batch_rows=options.batch_rows):
         acc.add(batch)
     return acc.result()
@@ -186,7 +203,8 @@ def make_profile(reference: str | Path, *, options: DriftOptions = DriftOptions(
     if embed is None and not source.numeric_names:
         raise InputError(reference, expected="at least one numeric feature (or --embed-onnx)", found="none")
     log.info("reading the reference %s (tables, moments, a %d-row sample)", source, options.sample_rows)
-    first = _accumulate(source, source.numeric_names, options, sample_rows=options.sample_rows, embedder=embed)
+    first = _accumulate(source, source.numeric_names, options, sample_rows=options.sample_rows, embedder=embed,
+                        split_ids=source.ids)
     if first.rows == 0 or first.sample is None:
         raise InputError(reference, expected="at least one row", found="none")
     center, scale = first.standardisation()
@@ -200,29 +218,23 @@ def make_profile(reference: str | Path, *, options: DriftOptions = DriftOptions(
     second = _accumulate(source, source.numeric_names, options, tables=False, mmd=plan, embedder=embed)
     assert second.rff_sum is not None
     sampled = rff.transform(sample).astype(np.float64)
+    categories, id_split = kept_categories(first.categories, first.id_selection, source.ids, options.max_categories)
     profile = ReferenceProfile(
         dtypes=dict(source.dtypes), numeric_names=source.numeric_names, rows=first.rows, sha256=source.sha256(),
         seed=options.seed, sketches=first.sketches,
         edges=np.array([decile_edges(s) for s in first.sketches]).reshape(len(first.sketches), 11),
-        nan_share=first.nan_share(), categories=_top_ids(first.categories, source.ids, options.max_categories),
+        nan_share=first.nan_share(), categories=categories,
         mmd_space=space, center=center, scale=scale,
         features=rff, mean_embedding=second.rff_sum / max(second.mmd_rows, 1),
         covariance=np.cov(sampled, rowvar=False) if len(sampled) > 1 else np.zeros((rff.size, rff.size)),
         mmd_rows=second.mmd_rows)
     profile.extra["layout"] = source.layout
+    if id_split:  # id features cut to their kept ids: which values chose them, which are tested
+        profile.extra["id_split"] = {"share": options.id_selection_share, "features": id_split}
     if not exact:
         return profile.sketched(options.sketch)
     profile.extra["raw_reference"] = second.kept  # for the permutation tests
     return profile
-
-
-def _top_ids(categories: dict[str, dict[str, int]], ids: set[str], keep: int) -> dict[str, dict[str, int]]:
-    """Id features keep their `keep` most frequent ids; the rest are counted together as "(other)"."""
-    out = dict(categories)
-    for name in ids & set(categories):
-        ranked = sorted(categories[name].items(), key=lambda kv: (-kv[1], kv[0]))
-        out[name] = dict(ranked[:keep]) | ({OTHER: sum(c for _, c in ranked[keep:])} if len(ranked) > keep else {})
-    return out
 
 
 def check_schema(reference_dtypes: dict[str, str], current: Source, *, reference_source: str) -> None:
@@ -285,7 +297,7 @@ def decide(profile: ReferenceProfile, cur: SideStats, *, options: DriftOptions, 
     rng = np.random.default_rng(options.seed)
     log.info("KS on %d numeric and chi-square on %d categorical features", len(profile.numeric_names),
              len(profile.categories))
-    table = _feature_tests(profile, cur)
+    table = _feature_tests(profile, cur, options)
     pvalues = np.array([row["pvalue"] for row in table], dtype=np.float64)
     testable = ~np.isnan(pvalues)
     adjusted = np.full(pvalues.shape, np.nan)
@@ -336,28 +348,43 @@ def decide(profile: ReferenceProfile, cur: SideStats, *, options: DriftOptions, 
                        profile=profile)
 
 
-def _feature_tests(profile: ReferenceProfile, cur: SideStats) -> list[FeatureTest]:
+def _feature_tests(profile: ReferenceProfile, cur: SideStats, options: DriftOptions) -> list[FeatureTest]:
+    """KS per numeric feature, chi-square per categorical one. A KS statistic from sketches is within `ks_error`
+    of the exact one, so its p-value and effect are those of the least D it can be (at least `statistic` −
+    `ks_error`, `ks_bounds`): what is pushed and shown is what is decided on, and the p-value is valid whatever
+    the sketches hide. `detectable`: the smallest effect the feature could be flagged at, alone among the tested
+    features (its sample size, the correction and the effect floor)."""
     rows: list[FeatureTest] = []
+    sizes: list[tuple[str, int, float] | None] = []  # per row: (test, n or cells, m or values); None: untestable
     positions = profile.extra.get("layout", {}).get("positions", {})
     for name, ref_sketch, cur_sketch in zip(profile.numeric_names, profile.sketches, cur.sketches, strict=True):
-        d, error = ks_between(ref_sketch, cur_sketch)
+        d, error, judged = ks_bounds(ref_sketch, cur_sketch)
         # pooled positions of one sample are not independent: the p-value counts samples, not values
         per = positions.get(name, 1)
-        p = ks.ks_pvalue(d, max(ref_sketch.n // per, 1), max(cur_sketch.n // per, 1))
-        rows.append({"feature": name, "kind": "numeric", "test": "ks", "statistic": _num(d), "pvalue": p,
-                     "effect": _num(d) or 0.0, "ks_error": error})
+        n, m = max(ref_sketch.n // per, 1), max(cur_sketch.n // per, 1)
+        rows.append({"feature": name, "kind": "numeric", "test": "ks", "statistic": _num(d),
+                     "pvalue": ks.ks_pvalue(judged, n, m), "effect": _num(judged) or 0.0, "ks_error": error})
+        sizes.append(None if np.isnan(d) else ("ks", n, m))
     for name, counts in profile.categories.items():
-        current = cur.categories.get(name, {})
-        if OTHER in counts:  # an id feature: ids outside the reference's most frequent count as "(other)"
-            folded = {k: c for k, c in current.items() if k in counts}
-            current = folded | {OTHER: folded.get(OTHER, 0) + sum(c for k, c in current.items() if k not in counts)}
-        keys = sorted(set(counts) | set(current))
-        stat, p, v = ks.chi_square(np.array([counts.get(k, 0) for k in keys]),
-                                   np.array([current.get(k, 0) for k in keys]))
+        current = fold_current(counts, cur.categories.get(name, {}))
+        stat, p, v, cells = homogeneity(counts, current, min_expected=options.min_expected)
         new = sorted(set(current) - set(counts))
         rows.append({"feature": name, "kind": "categorical", "test": "chi2", "statistic": stat, "pvalue": p,
-                     "effect": v, "new_categories": new[:20]})
+                     "effect": v, "cells": cells, "new_categories": new[:20]})
+        sizes.append(("chi2", cells, float(sum(counts.values()) + sum(current.values()))))
+    # a lone drifted feature's p-value must reach alpha / tests, under Benjamini-Hochberg as under Bonferroni
+    level = options.alpha_ks / max(sum(1 for row in rows if not np.isnan(row["pvalue"])), 1)
+    for row, size in zip(rows, sizes, strict=True):
+        row["detectable"] = None if size is None else _detectable(*size, level=level, floor=options.min_effect)
     return rows
+
+
+def _detectable(test: str, first: int, second: float, *, level: float, floor: float) -> float | None:
+    """KS: the least D (of `first` and `second` samples) with p ≤ `level`; chi-square: the least Cramér's V of
+    `first` cells over `second` values. Never below the effect floor."""
+    if test == "ks":
+        return max(floor, ks.critical_d(level, first, int(second)))
+    return smallest_v(first, second, alpha=level, floor=floor)
 
 
 def _num(value: float) -> float | None:

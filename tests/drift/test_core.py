@@ -227,3 +227,76 @@ def test_integer_inputs_of_the_model_are_ids_without_declaring_them(tmp_path):
     assert tokens["test"] == "chi2" and tokens["drifted"]
     assert {r["feature"] for r in result.features} == {"x[0]", "x[1]", "x[2]", "tokens"}
     assert result.profile.extra["layout"]["ids"] == ["tokens"]
+
+
+def test_sketched_ks_pvalues_hold_their_level_and_a_shift_still_fails(write):
+    """Beyond `exact_rows` KS reads sketches (here 256 values, so their error is near the critical D): the
+    p-value of the midpoint D would put 20-30 % of unchanged features below 0.05; judged at the least D the
+    sketches allow (≥ D − error) the share stays within sampling error of 0.05, and a 0.3σ shift still fails.
+    What is reported (effect, p) is what was decided on."""
+    from skewgate.drift.stats.ks import ks_pvalue
+
+    rows, features = 20_000, 60
+    rng = np.random.default_rng(5)
+    columns = [f"f{i}" for i in range(features)]
+    ref = pd.DataFrame(rng.normal(size=(rows, features)), columns=columns)
+    cur = pd.DataFrame(rng.normal(size=(rows, features)), columns=columns)
+    cur["f0"] += 0.3
+    options = DriftOptions(exact_rows=2_000, sketch_capacity=256, permutation_max_rows=0, batch_rows=4_096)
+    result = drift_gate(reference=write("ref", ref), current=write("cur", cur), options=options)
+    null = [r for r in result.features if r["feature"] != "f0"]
+    assert all(r["ks_error"] > 0 for r in null)  # the sketch path
+    share = np.mean([r["pvalue"] < 0.05 for r in null])
+    assert share <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / len(null))
+    assert np.mean([ks_pvalue(r["statistic"], rows, rows) < 0.05 for r in null]) > share  # the midpoint's bias
+    for row in result.features:
+        assert max(row["statistic"] - row["ks_error"], 0.0) <= row["effect"] <= row["statistic"]
+        assert row["pvalue"] == pytest.approx(ks_pvalue(row["effect"], rows, rows))
+    assert [r["feature"] for r in result.features if r["drifted"]] == ["f0"]
+
+
+def test_each_feature_reports_the_smallest_effect_it_could_flag(write):
+    """`detectable`: the D (or Cramér's V) a lone drifted feature needs at its sample size, alpha / tests and the
+    effect floor — what a pass cannot see."""
+    from skewgate.drift.stats.ks import ks_pvalue
+
+    small = drift_gate(reference=write("ref", make_frame(300, seed=1)), current=write("cur", make_frame(300, seed=2)))
+    big = drift_gate(reference=write("ref", make_frame(N, seed=1)), current=write("cur", make_frame(N, seed=2)),
+                     options=DriftOptions(min_effect=0.0))
+    tests = len(small.features)
+    for result, n in ((small, 300), (big, N)):
+        for row in (r for r in result.features if r["test"] == "ks"):
+            d = row["detectable"]
+            assert ks_pvalue(d, n, n) <= 0.05 / tests < ks_pvalue(d * 0.99, n, n)
+        color = next(r for r in result.features if r["feature"] == "color")
+        assert 0 < color["detectable"] < 1
+    assert next(r for r in small.features if r["feature"] == "f0")["detectable"] > 0.1  # 300 rows see little
+    floored = drift_gate(reference=write("ref", make_frame(N, seed=1)), current=write("cur", make_frame(N, seed=2)),
+                         options=DriftOptions(min_effect=0.2))
+    assert {r["detectable"] for r in floored.features} == {0.2}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_unchanged_ids_pass_in_both_modes(write, tmp_path, seed):
+    """Zipf over 5,000 ids, 5,000 rows a side, the same distribution: the id feature passes with the raw
+    reference and with its saved profile (before: it alarmed on every such pair), and the profile keeps the ids
+    ranked on its other rows."""
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, 5_001)
+    p /= p.sum()
+
+    def frame():
+        return pd.DataFrame({"token": rng.choice(5_000, 5_000, p=p), "f0": rng.normal(size=5_000)})
+
+    ref, cur = write("ref", frame()), write("cur", frame())
+    options = DriftOptions(ids=("token",))
+    raw = drift_gate(reference=ref, current=cur, options=options)
+    path = save_profile(make_profile(ref, options=options), tmp_path / "ref.profile")
+    profiled = drift_gate(reference=path, current=cur, options=options)
+    assert load_profile(path).categories == raw.profile.categories
+    split = raw.profile.extra["id_split"]
+    assert split["share"] == 0.25 and 0 < split["features"]["token"]["kept"] <= 1_000  # ids the ranking rows saw
+    assert split["features"]["token"]["ranking_values"] + split["features"]["token"]["tested_values"] == 5_000
+    for result in (raw, profiled):
+        token = next(r for r in result.features if r["feature"] == "token")
+        assert token["test"] == "chi2" and not token["drifted"]

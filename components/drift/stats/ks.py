@@ -89,6 +89,20 @@ def ks_pvalue(d: float, n: int, m: int) -> float:
     return kolmogorov_sf(d * math.sqrt(n * m / (n + m)))
 
 
+def critical_d(alpha: float, n: int, m: int) -> float:
+    """The smallest D whose p-value (`ks_pvalue`) is at most `alpha`: 1 when none is (tiny samples)."""
+    if n == 0 or m == 0 or ks_pvalue(1.0, n, m) > alpha:
+        return 1.0
+    low, high = 0.0, 1.0
+    for _ in range(40 if n * m <= EXACT_MAX_PRODUCT else 60):  # the exact p-value costs O(n·m): fewer steps
+        middle = (low + high) / 2
+        if ks_pvalue(middle, n, m) <= alpha:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
 def kolmogorov_sf(x: float) -> float:
     """P(K > x) for the Kolmogorov distribution: 2 Σ (−1)^(k−1) exp(−2k²x²) (scipy's `kstwobign.sf`; written
     out because importing scipy.stats costs more than a whole KS pass over 128 features)."""

@@ -18,12 +18,14 @@ import numpy as np
 
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
+from skewgate.drift.stats.categories import OTHER
 from skewgate.drift.stats.mmd import RandomFeatures
 from skewgate.drift.stats.sketch import QuantileSketch
 from skewgate.drift.stats.stream import sketch_arrays, sketches_from
 
 PROFILE_SCHEMA = "skewgate.drift-profile"
-PROFILE_VERSION = 2
+PROFILE_VERSION = 3  # 3: id features keep ids ranked on rows that are not tested (`categories.kept_categories`)
+READABLE_VERSIONS = (2, PROFILE_VERSION)  # a v2 profile is read while no id feature of it was cut
 
 
 @dataclass
@@ -109,9 +111,15 @@ def load_profile(path: str | Path) -> ReferenceProfile:
         header = json.loads(str(data["header"]))
     except (OSError, ValueError, KeyError, EOFError) as err:
         raise InputError(path, expected="a skewgate drift profile", found=f"{type(err).__name__}: {err}") from err
-    if header.get("schema") != PROFILE_SCHEMA or header.get("version") != PROFILE_VERSION:
+    if header.get("schema") != PROFILE_SCHEMA or header.get("version") not in READABLE_VERSIONS:
         raise InputError(path, field="schema/version", expected=f"{PROFILE_SCHEMA} v{PROFILE_VERSION}",
                          found=f"{header.get('schema')} v{header.get('version')} (rebuild it with `skewgate drift "
+                               "profile`)")
+    cut = [name for name, counts in header.get("categories", {}).items() if OTHER in counts]
+    if header["version"] < 3 and cut:  # its kept ids were ranked on the counts it tests: alarms by itself
+        raise InputError(path, field="schema/version", expected=f"{PROFILE_SCHEMA} v{PROFILE_VERSION}",
+                         found=f"v{header['version']}, whose id features {cut[:5]} kept the ids their own tested "
+                               "counts ranked, which alarms on unchanged data (rebuild it with `skewgate drift "
                                "profile`)")
     rff = RandomFeatures(weights=data["rff_weights"], offsets=data["rff_offsets"],
                          bandwidths=tuple(header["bandwidths"]))

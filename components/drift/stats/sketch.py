@@ -9,7 +9,8 @@ equal weight only — so the relative width grows by about 1/(2·capacity) per l
 
 The KS statistic from two sketches is evaluated on every cell between consecutive stored values of either;
 inside a cell each CDF lies in a known interval, so the statistic is within `error` (returned, not assumed) of
-the exact one.
+the exact one, and at least `least` (`ks_bounds`): what a p-value that holds whatever the sketches hide is
+computed from.
 """
 
 from __future__ import annotations
@@ -149,17 +150,27 @@ def _tightened(values: np.ndarray, lower: np.ndarray, upper: np.ndarray, n: int)
 def ks_between(reference: QuantileSketch, current: QuantileSketch) -> tuple[float, float]:
     """(D, error): the KS statistic from the midpoints of both CDF intervals, and how far the exact statistic
     can be from it. Exact sketches on both sides give error 0 and the textbook statistic."""
+    d, error, _ = ks_bounds(reference, current)
+    return d, error
+
+
+def ks_bounds(reference: QuantileSketch, current: QuantileSketch) -> tuple[float, float, float]:
+    """(D, error, least): `ks_between`'s two, and the least value the exact statistic can have — the largest,
+    over cells, of the midpoint difference less that cell's own widths (never below D − error, often above: a
+    cell where the CDFs are far apart may be a narrow one)."""
     if reference.n == 0 or current.n == 0:
-        return float("nan"), 0.0
+        return float("nan"), 0.0, float("nan")
     if reference.lower is None and current.lower is None:
-        return _ks_raw(reference.values, current.values), 0.0
+        d = _ks_raw(reference.values, current.values)
+        return d, 0.0, d
     # sorted needles keep searchsorted in cache; both halves are sorted runs, which a stable sort merges
     points = np.sort(np.concatenate([reference.values, current.values]), kind="stable")
     ref_low, ref_high = reference.cell_bounds(points)
     cur_low, cur_high = current.cell_bounds(points)
     ref_mid, ref_half = (ref_low + ref_high) / (2.0 * reference.n), (ref_high - ref_low) / (2.0 * reference.n)
     cur_mid, cur_half = (cur_low + cur_high) / (2.0 * current.n), (cur_high - cur_low) / (2.0 * current.n)
-    return float(np.max(np.abs(ref_mid - cur_mid))), float(np.max(ref_half + cur_half))
+    gap, width = np.abs(ref_mid - cur_mid), ref_half + cur_half
+    return float(np.max(gap)), float(np.max(width)), max(float(np.max(gap - width)), 0.0)
 
 
 def _ks_raw(a: np.ndarray, b: np.ndarray) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from skewgate.common.errors import InputError
+from skewgate.drift.stats.categories import SELECTION_SHARE, selection_rows
 from skewgate.drift.stats.mmd import RandomFeatures
 from skewgate.drift.stats.sketch import QuantileSketch, SketchBuilder, merge_sketches
 from skewgate.drift.stats.source import Batch
@@ -58,6 +59,7 @@ class SideStats:
     moments: np.ndarray | None = None  # 3 × MMD dims: count, mean, M2 of the finite values
     sample: np.ndarray | None = None  # the MMD-input rows with the smallest keys (a uniform sample)
     sample_keys: np.ndarray | None = None
+    id_selection: dict[str, dict[str, int]] = field(default_factory=dict)  # id counts in the rows that rank ids
     extra: dict[str, Any] = field(default_factory=dict)
 
     def nan_share(self) -> dict[str, float]:
@@ -86,12 +88,15 @@ class SideStats:
 
 class Accumulator:
     """Feed `Batch`es, then take `result()`. `tables`: sketches, NaN and category counts; `edges`: coverage of
-    these reference bins; `mmd`: random-feature sums; `sample_rows`: moments and a sample of the MMD input."""
+    these reference bins; `mmd`: random-feature sums; `sample_rows`: moments and a sample of the MMD input;
+    `split_ids`: id features whose counts are split between the rows that rank the ids (a seeded share
+    `selection_share`, `categories.selection_rows`) and the rows that are tested (the reference's first pass)."""
 
     def __init__(self, numeric_names: tuple[str, ...], source_numeric: tuple[str, ...],
                  categorical_names: Iterable[str], *, seed: int, exact_rows: int, capacity: int,
                  tables: bool = True, edges: np.ndarray | None = None, mmd: MmdPlan | None = None,
-                 sample_rows: int = 0, embedder: Embedder | None = None) -> None:
+                 sample_rows: int = 0, embedder: Embedder | None = None, split_ids: Collection[str] = (),
+                 selection_share: float = SELECTION_SHARE) -> None:
         self.names = numeric_names
         self.order = np.array([source_numeric.index(n) for n in numeric_names], dtype=np.int64)
         self.identity = list(self.order) == list(range(len(source_numeric)))
@@ -104,6 +109,10 @@ class Accumulator:
         self.nan = np.zeros(len(numeric_names), dtype=np.int64)
         self.counts: dict[str, Counter[str]] = {n: Counter() for n in self.categorical}
         self.missing = dict.fromkeys(self.categorical, 0)
+        self.split = tuple(n for n in self.categorical if n in set(split_ids))
+        self.selection_share = selection_share
+        self.selection: dict[str, Counter[str]] = {n: Counter() for n in self.split}
+        self._row_offsets: dict[str, int] = {}
         self.coverage = np.zeros((len(numeric_names), COVERAGE_BINS), dtype=np.int64)
         self.rff_sum: np.ndarray | None = None
         self.mmd_rows = 0
@@ -151,13 +160,24 @@ class Accumulator:
             self.nan += np.isnan(numeric).sum(axis=0)
             for j, builder in enumerate(self.builders):
                 builder.add(ordered[j, : finite[j]], presorted=True)
+        start = self._row_offsets.get(batch.origin, 0)
+        self._row_offsets[batch.origin] = start + batch.rows
+        ranking = selection_rows(self.seed, batch.origin, start, batch.rows, self.selection_share) \
+            if self.split else None
         for name in self.categorical:
-            self._add_categories(name, batch.categorical[name])
+            column = batch.categorical[name]
+            if ranking is None or name not in self.selection:
+                self._add_categories(self.counts[name], name, column)
+                continue
+            # an N-D id array holds several values per row: a row's values stay on one side
+            per_row = np.repeat(ranking, len(column) // max(batch.rows, 1)) if len(column) != batch.rows else ranking
+            self._add_categories(self.selection[name], name, _take(column, per_row))
+            self._add_categories(self.counts[name], name, _take(column, ~per_row))
 
-    def _add_categories(self, name: str, column: Any) -> None:
+    def _add_categories(self, into: Counter[str], name: str, column: Any) -> None:
         if isinstance(column, np.ndarray):  # ids from an .npz
             values, counts = np.unique(column, return_counts=True)
-            self.counts[name].update({str(v): int(c) for v, c in zip(values, counts, strict=True)})
+            into.update({str(v): int(c) for v, c in zip(values, counts, strict=True)})
             return
         import pyarrow.compute as pc
 
@@ -166,7 +186,7 @@ class Accumulator:
             column = column.dictionary_decode()
         counted = pc.value_counts(column.drop_null())
         values, counts = counted.field("values").to_pylist(), counted.field("counts").to_pylist()
-        self.counts[name].update({str(v): int(c) for v, c in zip(values, counts, strict=True)})
+        into.update({str(v): int(c) for v, c in zip(values, counts, strict=True)})
 
     def _add_coverage(self, numeric: np.ndarray, batch: Batch) -> None:
         assert self.edges is not None
@@ -229,7 +249,17 @@ class Accumulator:
             rff_sum=self.rff_sum, mmd_rows=self.mmd_rows,
             kept=None if self.kept is None else _stack(self.kept, self.mmd),
             keep_rows=self.mmd.keep_rows if self.mmd else 0,
-            moments=self.moments, sample=self.sample, sample_keys=self.sample_keys if self.sample_rows else None)
+            moments=self.moments, sample=self.sample, sample_keys=self.sample_keys if self.sample_rows else None,
+            id_selection={n: dict(c) for n, c in self.selection.items()})
+
+
+def _take(column: Any, mask: np.ndarray) -> Any:
+    """The values of an `.npz` array or an Arrow array where `mask` holds."""
+    if isinstance(column, np.ndarray):
+        return column[mask]
+    import pyarrow as pa
+
+    return column.filter(pa.array(mask))
 
 
 def empty_side(numeric_names: tuple[str, ...], categorical: tuple[str, ...], rff_size: int) -> SideStats:
@@ -291,7 +321,9 @@ def merge(a: SideStats, b: SideStats, *, capacity: int, exact_rows: int) -> Side
         rff_sum=_add(a.rff_sum, b.rff_sum), mmd_rows=a.mmd_rows + b.mmd_rows, kept=kept, keep_rows=a.keep_rows,
         moments=b.moments if a.moments is None else a.moments if b.moments is None else _merge_moments(
             a.moments, b.moments),
-        sample=sample, sample_keys=keys)
+        sample=sample, sample_keys=keys,
+        id_selection={n: dict(Counter(a.id_selection.get(n, {})) + Counter(b.id_selection.get(n, {})))
+                      for n in set(a.id_selection) | set(b.id_selection)})
 
 
 def _add(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:

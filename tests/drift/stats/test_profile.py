@@ -70,7 +70,10 @@ def _rewrite_header(path, **changes):
 @pytest.mark.parametrize(
     ("spoil", "message"),
     [
-        pytest.param(lambda p: _rewrite_header(p, version=PROFILE_VERSION - 1), "rebuild it", id="older-version"),
+        pytest.param(lambda p: _rewrite_header(p, version=1), "rebuild it", id="older-version"),
+        pytest.param(lambda p: _rewrite_header(p, version=2, categories={"token": {"7": 3, "(other)": 9}}),
+                     r"v2, whose id features \['token'\] kept the ids their own tested counts ranked",
+                     id="v2-with-ids-ranked-on-tested-counts"),
         pytest.param(lambda p: _rewrite_header(p, schema="something-else"), "skewgate.drift-profile",
                      id="other-schema"),
         pytest.param(lambda p: p.write_bytes(b"not a zip"), "a skewgate drift profile", id="not-an-archive"),
@@ -81,6 +84,13 @@ def test_a_profile_that_cannot_be_trusted_is_bad_input(built, tmp_path, spoil, m
     spoil(path)
     with pytest.raises(InputError, match=message):
         load_profile(path)
+
+
+def test_a_v2_profile_without_cut_ids_still_loads(built, tmp_path):
+    """Version 3 changed only how id features are cut: a v2 profile without them decides as before."""
+    path = save_profile(built.sketched(128), tmp_path / "ref.profile")
+    _rewrite_header(path, version=PROFILE_VERSION - 1)
+    assert load_profile(path).categories == built.categories
 
 
 def test_standardise_puts_holes_at_the_reference_mean():

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from skewgate.drift.stats.sketch import QuantileSketch, SketchBuilder, ks_between, merge_sketches
+from skewgate.drift.stats.sketch import QuantileSketch, SketchBuilder, ks_between, ks_bounds, merge_sketches
 
 
 def _stream(values, *, chunk, exact_rows=0, capacity=1024):
@@ -20,8 +20,9 @@ def test_streamed_sketches_stay_within_their_computed_error(ties, shift):
     if ties:
         a, b = np.round(a, 1), np.round(b, 1)
     exact = stats.ks_2samp(a, b).statistic
-    d, error = ks_between(_stream(a, chunk=7_000), _stream(b, chunk=10_000))
+    d, error, least = ks_bounds(_stream(a, chunk=7_000), _stream(b, chunk=10_000))
     assert abs(d - exact) <= error + 1e-12
+    assert max(d - error, 0.0) - 1e-12 <= least <= exact + 1e-12  # what the p-value is computed from
     assert error < 0.005  # a tenth of the default effect floor, with capacity 1024 only
 
 
