@@ -199,7 +199,9 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
               "reference_s": streaming - referencing, "streaming_s": time.perf_counter() - streaming}
     checking = time.perf_counter()
     checks = [Check(f"outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
-                    detail=f"ORT FP32 vs torch: {_describe(err)}") for name, err in finals[FP32].items()]
+                    detail=f"ORT FP32 vs torch: {_describe(err)} (rtol {err.tolerance.rtol:.3g}, atol "
+                           f"{err.tolerance.atol:.3g}, {finals_rounding.summary()['method']})")
+              for name, err in finals[FP32].items()]
     # Batch invariance is export's fact (ORT) and probe's (Triton): each fact has one owner step.
     pairs = [p for p in (FP32, INT8 if int8 else None, TRITON if triton else None) if p]
     reports: dict[str, Any] = {}  # pair → its layer report
