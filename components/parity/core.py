@@ -59,6 +59,10 @@ class ParityOptions:
     triton_protocol: Protocol = "http"
     seed: int = 0
     fp16_cuda: bool = False  # run the FP16 comparison on ONNX Runtime's CUDA provider
+    # stream mode (internals/stream.py): the one-step model as served, its state pairs IN → OUT, initial state
+    stream_onnx: str | Path | None = None
+    states: Mapping[str, str] = field(default_factory=dict)
+    initial_state: str | Path | None = None  # .npz keyed by state input name; None: zeros
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class ParityDetails:
     int8_logits: dict[str, float] | None = field(default=None, metadata=OMIT_IF_NONE)
     fp32_vs_fp16: dict[str, Any] | None = field(default=None, metadata=OMIT_IF_NONE)
     triton: str | None = field(default=None, metadata=OMIT_IF_NONE)  # why Triton was not compared
+    stream: dict[str, Any] | None = field(default=None, metadata=OMIT_IF_NONE)  # STEP vs FULL, with --stream-onnx
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,8 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     `fp16_out`: where to write the FP16 model with the proposed nodes kept in FP32, once it is checked to pass."""
     from skewgate.common.pt2 import load_program
 
+    if (options.states or options.initial_state) and not options.stream_onnx:
+        raise InputError("--state/--initial-state", expected="--stream-onnx STEP.onnx with them", found="none")
     started = time.perf_counter()
     program, _ = load_program(str(torch_model), inputs, graph_only=True)
     fp32_model = load_onnx(onnx)
@@ -247,16 +254,27 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     if triton is not None:
         checks += [Check(f"triton.outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
                          detail=f"Triton vs ORT FP32: {_describe(err)}") for name, err in finals[TRITON].items()]
-    timing["checks_s"] = time.perf_counter() - checking  # layer report, isolated re-run, FP16
+    stream_details = None
+    if options.stream_onnx:
+        from skewgate.parity.internals.stream import stream_checks
+
+        stream_list, stream_details = stream_checks(
+            step_onnx=options.stream_onnx, states=options.states, feeds=feeds, full=lambda f: run_by_name(fp32, f),
+            full_outputs=outputs, tolerances=tols, initial_state=options.initial_state, full_onnx=onnx)
+        checks += stream_list
+    timing["checks_s"] = time.perf_counter() - checking  # layer report, isolated re-run, FP16, stream
     # the INT8 file judged beside the FP32 one is named by digest, so that promote can register exactly it
-    data = {"inputs": sha256_file(inputs), **({"int8": sha256_file(int8)} if int8 else {})}
+    data = {"inputs": sha256_file(inputs), **({"int8": sha256_file(int8)} if int8 else {}),
+            **({"stream_onnx": sha256_file(options.stream_onnx)} if options.stream_onnx else {}),
+            **({"initial_state": sha256_file(options.initial_state)} if options.stream_onnx and options.initial_state
+               else {})}
     subject = Subject(artifact=str(onnx), sha256=sha256_file(onnx), data=data, source=str(torch_model))
     rounding = {"outputs": finals_rounding.summary(), "layers": layers_rounding.summary() if recorder else None}
     details = ParityDetails(pairs=pairs, samples=n, timing=timing, rounding=rounding,
                             finals={pair: {k: e.summary() for k, e in errs.items()} for pair, errs in finals.items()},
                             torch_vs_fp32=reports.get(FP32), fp32_vs_int8=reports.get(INT8), int8_logits=int8_logits,
                             fp32_vs_fp16=reports.get("fp32_vs_fp16"),
-                            triton=None if triton else "not compared: no Triton URL given")
+                            triton=None if triton else "not compared: no Triton URL given", stream=stream_details)
     return ParityResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), rows)
 
 

@@ -1,0 +1,316 @@
+"""Stream equals batch: a sequence model as evaluated (FULL: whole sequences, time on axis 1) against the model as
+served (STEP: one time step, its state fed back between calls).
+
+Pure: paths and arrays in, checks and a details dict out; ONNX Runtime through `common/runtime.py`.
+
+- FULL's non-state inputs carry time on axis 1 (batch on axis 0); its outputs are per step on axis 1, or the last
+  step's only when an output has no time axis (the details say which, per output).
+- STEP takes the same non-state inputs with the time axis removed, plus each state input `IN`, and returns each
+  next state `OUT` (`states`: IN → OUT). A state input's shape comes from STEP's graph, its dynamic dimensions
+  taking the batch size; it starts at zeros unless an initial state is given (an .npz keyed by state input name,
+  each array of the state's shape, its batch dimension 1 to broadcast to every sequence).
+- STEP's non-state outputs pair with FULL's outputs by name when the names agree, else by position.
+
+Checks:
+- `stream.matches_batch`: STEP driven step by step, state fed back, reproduces FULL's ONNX Runtime outputs at every
+  step (FULL against PyTorch is `outputs_match.*`'s, in the same verdict). Tolerance per output: the one parity
+  judges FULL with (grounded in the model's float64 rounding, `common/rounding.py`), widened to at least the dtype
+  default × √steps — the step loop rounds in a different order than the whole-sequence graph, and independent
+  rounding errors add up like a random walk over the steps. The detail names the first diverging step and output.
+- `stream.state_used`: each state input, perturbed, changes STEP's non-state outputs beyond tolerance (a state
+  input that is ignored, or constant-folded away, fails).
+- `stream.reset`: two sequences back to back (the samples, then the same samples rolled along the batch), the state
+  reset to the initial state between them, give the second its own outputs (FULL's on it); running the second from
+  the first's final state instead is reported as the contamination the reset prevents (its size, and the steps it
+  lasts).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skewgate.common.compare import Closeness, Tolerance, compare_close
+from skewgate.common.errors import InputError
+from skewgate.common.io import TensorSpec, check_array, load_npz, load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.runtime import run_by_name, session
+from skewgate.common.verdict import Check
+
+PERTURBATION_SEED = 0
+
+
+def parse_states(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """`["h=h_next", …]` → {"h": "h_next", …}; a malformed or repeated pair is an `InputError`."""
+    states: dict[str, str] = {}
+    for pair in pairs:
+        state_in, sep, state_out = pair.partition("=")
+        if not sep or not state_in or not state_out:
+            raise InputError("--state", expected="IN=OUT (a STEP input name = the STEP output of its next value)",
+                             found=repr(pair))
+        if state_in in states:
+            raise InputError("--state", field=state_in, expected="each state input once", found="given twice")
+        states[state_in] = state_out
+    return states
+
+
+def stream_checks(*, step_onnx: str | Path, states: Mapping[str, str], feeds: Mapping[str, np.ndarray],
+                  full: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]], full_outputs: list[str],
+                  tolerances: Mapping[str, Tolerance], initial_state: str | Path | None = None,
+                  full_onnx: str | Path = "FULL") -> tuple[list[Check], dict[str, Any]]:
+    """The three stream checks and the verdict's `details.stream`.
+
+    `feeds`: FULL's inputs (time on axis 1); `full`: runs FULL (ONNX Runtime) on such feeds, outputs by name;
+    `full_outputs`: FULL's output names in order; `tolerances`: per FULL output, before the √steps floor;
+    `full_onnx`: FULL's file, as error messages name it."""
+    if not states:
+        raise InputError("--state", expected="at least one IN=OUT pair with --stream-onnx", found="none")
+    model = load_onnx(step_onnx)
+    specs = {s.name: s for s in onnx_input_specs(model)}
+    outputs = [o.name for o in model.graph.output]
+    for state_in, state_out in states.items():
+        if state_in not in specs:
+            raise InputError(step_onnx, field=f"state input {state_in!r}", expected=f"one of STEP's inputs "
+                             f"{sorted(specs)}", found="no such input")
+        if state_out not in outputs:
+            raise InputError(step_onnx, field=f"state output {state_out!r}", expected=f"one of STEP's outputs "
+                             f"{outputs}", found="no such output")
+    plain_inputs = [name for name in specs if name not in states]
+    if sorted(plain_inputs) != sorted(feeds):
+        raise InputError(step_onnx, field="inputs", expected=f"FULL's inputs {sorted(feeds)} plus the state inputs "
+                         f"{sorted(states)}", found=f"{sorted(specs)}")
+    step_outputs = [name for name in outputs if name not in set(states.values())]
+    if not step_outputs:
+        raise InputError(step_onnx, field="outputs", expected="at least one output besides the next states",
+                         found=f"{outputs}")
+    if set(step_outputs) == set(full_outputs):
+        pairing, pairs = "by name", {name: name for name in full_outputs}
+    elif len(step_outputs) == len(full_outputs):
+        pairing, pairs = "by position", dict(zip(full_outputs, step_outputs, strict=True))
+    else:
+        raise InputError(step_onnx, field="outputs", expected=f"{len(full_outputs)} non-state outputs pairing "
+                         f"with FULL's {full_outputs}", found=f"{step_outputs}")
+
+    lengths = {name: array.shape[1] if array.ndim >= 2 else None for name, array in feeds.items()}
+    steps = next(iter(lengths.values()))
+    if steps is None or any(length != steps for length in lengths.values()):
+        raise InputError("--inputs", field="time axis", expected="every array with the same length on axis 1 "
+                         "(batch on axis 0)", found=f"{lengths}")
+    batch = len(next(iter(feeds.values())))
+    for name in plain_inputs:
+        check_array(np.ascontiguousarray(feeds[name][:, 0]), specs[name], source=f"{step_onnx} (one step "
+                    "of --inputs)")
+    init = _initial_state(initial_state, {name: specs[name] for name in states}, batch)
+
+    step = session(model)
+
+    def drive(inputs: Mapping[str, np.ndarray], start: Mapping[str, np.ndarray]
+              ) -> tuple[dict[str, list[np.ndarray]], list[dict[str, np.ndarray]]]:
+        """STEP over every step: its non-state outputs per step, and the state fed at each step (+ the last)."""
+        state = dict(start)
+        produced: dict[str, list[np.ndarray]] = {name: [] for name in step_outputs}
+        fed = []
+        for t in range(steps):
+            fed.append(state)
+            values = run_by_name(step, {**{n: np.ascontiguousarray(inputs[n][:, t]) for n in plain_inputs},
+                                        **state})
+            for name in step_outputs:
+                produced[name].append(values[name])
+            state = {}
+            for state_in, state_out in states.items():
+                if values[state_out].shape != fed[-1][state_in].shape or values[state_out].dtype != specs[
+                        state_in].dtype:
+                    raise InputError(step_onnx, field=f"state output {state_out!r}", expected=f"the state input "
+                                     f"{state_in!r}'s {specs[state_in].dtype}{list(fed[-1][state_in].shape)}",
+                                     found=f"{values[state_out].dtype}{list(values[state_out].shape)}")
+                state[state_in] = values[state_out]
+        fed.append(state)
+        return produced, fed
+
+    def reference(name: str, full_values: Mapping[str, np.ndarray], produced: Mapping[str, list[np.ndarray]]
+                  ) -> tuple[list[np.ndarray], list[int]]:
+        """FULL's output per step, and the steps STEP's output is compared at."""
+        value, one = full_values[name], produced[pairs[name]][0]
+        if value.ndim == one.ndim + 1 and value.shape[1] == steps:
+            return [value[:, t] for t in range(steps)], list(range(steps))
+        if value.shape == one.shape:
+            return [value], [steps - 1]
+        raise InputError(full_onnx, field=f"output {name!r}", expected=f"STEP's {pairs[name]!r} "
+                         f"{list(one.shape)} with a time axis of {steps} on axis 1, or without one",
+                         found=f"{list(value.shape)}")
+
+    scale = math.sqrt(steps)
+    tols = {}
+    for name in full_outputs:
+        floor = Tolerance.for_dtype(np.float32)
+        base = tolerances.get(name, floor)
+        tols[name] = Tolerance(rtol=max(base.rtol, floor.rtol * scale), atol=max(base.atol, floor.atol * scale))
+
+    def compare(produced: Mapping[str, list[np.ndarray]], full_values: Mapping[str, np.ndarray]
+                ) -> tuple[dict[str, list[tuple[int, Closeness]]], tuple[int, str, Closeness] | None, float]:
+        """Per output, (step, closeness) at each compared step; the first diverging (step, output); worst ratio."""
+        found: dict[str, list[tuple[int, Closeness]]] = {}
+        for name in full_outputs:
+            expected, at = reference(name, full_values, produced)
+            found[name] = [(t, compare_close(produced[pairs[name]][t], e, tols[name]))
+                           for t, e in zip(at, expected, strict=True)]
+        diverged = sorted(((t, name, c) for name, rows in found.items() for t, c in rows if not c.ok),
+                          key=lambda row: (row[0], full_outputs.index(row[1])))
+        worst = max((c.worst_ratio for rows in found.values() for _, c in rows), default=math.inf)
+        return found, diverged[0] if diverged else None, worst
+
+    full_values = full(dict(feeds))
+    kinds: dict[str, str] = {}
+    produced, fed = drive(feeds, init)
+    for name in full_outputs:
+        reference(name, full_values, produced)  # FULL's output has STEP's shape, with or without a time axis
+        timed = full_values[name].ndim == produced[pairs[name]][0].ndim + 1
+        kinds[name] = "per step (axis 1)" if timed else "last step only (FULL returns no time axis)"
+    rows, first, worst = compare(produced, full_values)
+    checks = [_matches_check(first, worst, steps, kinds, pairs)]
+
+    # state_used: from the state fed at step 1 (the first one STEP produced itself), each state input perturbed
+    probe = 1 if steps > 1 else 0
+    probe_feeds = {n: np.ascontiguousarray(feeds[n][:, probe]) for n in plain_inputs}
+    base_values = run_by_name(step, {**probe_feeds, **fed[probe]})
+    rng = np.random.default_rng(PERTURBATION_SEED)
+    used: dict[str, dict[str, Any]] = {}
+    for state_in in states:
+        state = fed[probe][state_in]
+        if state.dtype.kind != "f":
+            used[state_in] = {"judged": False, "why": f"a {state.dtype} state is not perturbed"}
+            continue
+        spread = max(1.0, float(np.std(state)))
+        perturbed = (state + rng.normal(scale=spread, size=state.shape)).astype(state.dtype)
+        values = run_by_name(step, {**probe_feeds, **fed[probe], state_in: perturbed})
+        moved = {name: compare_close(values[pairs[name]], base_values[pairs[name]], tols[name])
+                 for name in full_outputs}
+        ratio = max(c.worst_ratio for c in moved.values())
+        used[state_in] = {"judged": True, "step": probe, "perturbation_std": spread, "worst_ratio": ratio,
+                          "max_abs_change": max(c.max_abs for c in moved.values())}
+    checks.append(_state_used_check(used))
+
+    # reset: the second sequence from the initial state, against FULL's own outputs on it; from the first's final
+    # state, the contamination a missing reset would cause
+    second = {name: np.ascontiguousarray(np.roll(array, batch // 2, axis=0)) for name, array in feeds.items()}
+    second_full = full(second)
+    reset_out, _ = drive(second, init)
+    _, reset_first, reset_worst = compare(reset_out, second_full)
+    contamination: dict[str, Any] = {}
+    try:
+        carried_out, _ = drive(second, fed[-1])
+    except InputError:
+        raise
+    except Exception as err:  # STEP cannot go on from a finished sequence (a full KV cache): that is contamination too
+        contamination["error"] = f"STEP fails to run from the first sequence's final state: {type(err).__name__}: " \
+                                 f"{str(err)[:200]}"
+        carried_out = {}
+    for name in full_outputs if carried_out else ():
+        per_step = [compare_close(c, r, tols[name]) for c, r in zip(carried_out[pairs[name]],
+                                                                    reset_out[pairs[name]], strict=True)]
+        beyond = [t for t, c in enumerate(per_step) if not c.ok]
+        contamination[name] = {"max_abs": max(c.max_abs for c in per_step),
+                               "worst_ratio": max(c.worst_ratio for c in per_step),
+                               "steps_beyond_tolerance": len(beyond),
+                               "last_step_beyond_tolerance": beyond[-1] if beyond else None}
+    checks.append(_reset_check(reset_first, reset_worst, contamination))
+
+    details = {
+        "step_model": str(step_onnx), "step_sha256": sha256_file(step_onnx), "states": dict(states),
+        "initial_state": str(initial_state) if initial_state else "zeros", "steps": steps, "samples": batch,
+        "outputs": {name: {"step_output": pairs[name], "compared": kinds[name],
+                           "tolerance": {"rtol": tols[name].rtol, "atol": tols[name].atol}} for name in full_outputs},
+        "pairing": pairing,
+        "tolerance_rule": "parity's tolerance for the FULL output, at least the float32 default × √steps",
+        "first_divergence": _where(first),
+        "worst_ratio_per_step": {name: [c.worst_ratio for _, c in found] for name, found in rows.items()},
+        "state_used": used,
+        "reset": {"first_divergence": _where(reset_first), "worst_ratio": reset_worst,
+                  "contamination_without_reset": contamination},
+    }
+    return checks, details
+
+
+def _initial_state(path: str | Path | None, specs: Mapping[str, TensorSpec], batch: int) -> dict[str, np.ndarray]:
+    """Zeros of each state's shape (dynamic dimensions take the batch size), or the file's arrays broadcast along
+    the batch."""
+    shapes = {name: tuple(batch if d is None else d for d in spec.shape) for name, spec in specs.items()}
+    if path is None:
+        return {name: np.zeros(shapes[name], dtype=spec.dtype) for name, spec in specs.items()}
+    arrays = load_npz(path)
+    unknown = sorted(set(arrays) - set(specs))
+    if unknown:
+        raise InputError(path, field=", ".join(unknown), expected=f"arrays named as the state inputs {sorted(specs)}",
+                         found="no such state input")
+    state = {}
+    for name, spec in specs.items():
+        if name not in arrays:
+            raise InputError(path, field=name, expected=f"the initial state {spec.describe()}",
+                             found=f"no such array (arrays: {sorted(arrays)})")
+        array, want = arrays[name], shapes[name]
+        batch_axes = [axis for axis, d in enumerate(spec.shape) if d is None]
+        fits = array.ndim == len(want) and all(
+            got == size or (axis in batch_axes and got == 1) for axis, (got, size) in enumerate(zip(
+                array.shape, want, strict=True)))
+        if not fits:
+            raise InputError(path, field=name, expected=f"shape {list(want)} (batch dimension {batch} or 1), as "
+                             f"STEP's {spec.describe()}", found=f"shape {list(array.shape)}")
+        if array.dtype != np.dtype(spec.dtype):
+            raise InputError(path, field=name, expected=f"dtype {spec.dtype}", found=f"dtype {array.dtype}")
+        state[name] = np.ascontiguousarray(np.broadcast_to(array, want))
+    return state
+
+
+def _where(first: tuple[int, str, Closeness] | None) -> dict[str, Any] | None:
+    if first is None:
+        return None
+    t, name, closeness = first
+    return {"step": t, "output": name, "max_abs": closeness.max_abs, "worst_ratio": closeness.worst_ratio,
+            "mismatched": closeness.mismatched, "total": closeness.total}
+
+
+def _matches_check(first: tuple[int, str, Closeness] | None, worst: float, steps: int, kinds: Mapping[str, str],
+                   pairs: Mapping[str, str]) -> Check:
+    compared = "; ".join(f"{name} ↔ STEP {pairs[name]}: {kind}" for name, kind in kinds.items())
+    if first is None:
+        return Check("stream.matches_batch", passed=True, value=worst, limit=1.0,
+                     detail=f"STEP with its state fed back matches FULL at every one of {steps} steps ({compared})")
+    t, name, closeness = first
+    return Check("stream.matches_batch", passed=False, value=worst, limit=1.0,
+                 detail=f"STEP diverges from FULL first at step {t}, output {name!r}: {closeness.describe()} "
+                        f"({compared})")
+
+
+def _state_used_check(used: Mapping[str, Mapping[str, Any]]) -> Check:
+    judged = {name: info for name, info in used.items() if info["judged"]}
+    if not judged:
+        return Check("stream.state_used", passed=False, value=0.0, limit=1.0,
+                     detail="no floating-point state input to perturb: nothing shows the state is used")
+    ignored = [name for name, info in judged.items() if not info["worst_ratio"] > 1.0]
+    value = min(info["worst_ratio"] for info in judged.values())
+    text = ", ".join(f"{name}: outputs moved {info['max_abs_change']:.3g} (worst/tolerance "
+                     f"{info['worst_ratio']:.3g})" for name, info in judged.items())
+    if ignored:
+        return Check("stream.state_used", passed=False, value=value, limit=1.0,
+                     detail=f"perturbing state input(s) {ignored} leaves STEP's outputs within tolerance: the state "
+                            f"is ignored or constant-folded ({text})")
+    return Check("stream.state_used", passed=True, value=value, limit=1.0,
+                 detail=f"perturbing each state input changes STEP's outputs ({text})")
+
+
+def _reset_check(first: tuple[int, str, Closeness] | None, worst: float,
+                 contamination: Mapping[str, Mapping[str, Any]]) -> Check:
+    carried = contamination.get("error") or "; ".join(
+        f"{name}: max |Δ| {info['max_abs']:.3g}, worst/tolerance {info['worst_ratio']:.3g}, "
+        f"{info['steps_beyond_tolerance']} steps beyond tolerance" for name, info in contamination.items())
+    prevented = f"without the reset (second sequence from the first's final state): {carried}"
+    if first is None:
+        return Check("stream.reset", passed=True, value=worst, limit=1.0,
+                     detail=f"reset to the initial state, the second sequence gives its own outputs; {prevented}")
+    t, name, closeness = first
+    return Check("stream.reset", passed=False, value=worst, limit=1.0,
+                 detail=f"reset to the initial state, the second sequence diverges from its own outputs first at "
+                        f"step {t}, output {name!r}: {closeness.describe()}; {prevented}")
