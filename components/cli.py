@@ -34,13 +34,41 @@ COMMANDS = {
 }
 
 
+EXAMPLE = """
+    skewgate keys generate --out keys/
+    skewgate export --model model.pt2 --inputs examples.npz --out model.onnx --report verdicts/export.json \\
+        --signing-key keys/skewgate.key
+    skewgate promote --model-name digits-cnn --onnx model.onnx --verdicts verdicts/ --require export \\
+        --trusted-key keys/skewgate.pub
+    skewgate COMMAND --help
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """`skewgate`'s own parser: the command and --version (each command parses the rest)."""
+    from skewgate.common.cli_support import describe
+
+    parser = argparse.ArgumentParser(prog="skewgate")
+    width = max(map(len, COMMANDS))
+    commands = "\n".join(f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items())
+    describe(parser, f"{__doc__}\n\ncommands:\n{commands}", example=EXAMPLE)
+    parser.add_argument("--version", action="version", version=f"skewgate {__version__}",
+                        help="print the version and exit")
+    parser.add_argument("command", choices=sorted(COMMANDS), metavar="COMMAND",
+                        help="the step or tool to run (listed above); `skewgate COMMAND --help` says more")
+    return parser
+
+
+def command_parser(command: str) -> argparse.ArgumentParser:
+    """`skewgate COMMAND`'s parser, built: what its `--help` prints (subcommands included)."""
+    module = importlib.import_module(COMMANDS[command][0])
+    parser: argparse.ArgumentParser = module.build_parser(argparse.ArgumentParser(prog=f"skewgate {command}"))
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="skewgate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"skewgate {__version__}")
-    parser.add_argument("command", choices=sorted(COMMANDS), metavar="COMMAND",
-                        help="; ".join(f"{name}: {text}" for name, (_, text) in COMMANDS.items()))
+    parser = build_parser()
     if argv[:2] == ["parity", "preprocess"]:  # the spelling before preprocess was a step of its own
         print("skewgate: `parity preprocess` is now `skewgate preprocess`", file=sys.stderr)
         argv = argv[1:]

@@ -51,12 +51,21 @@ def build_pipeline(name: str, *, resources_file: Path | None, variant: str, sign
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="skewgate pipeline")
-    parser.description = __doc__
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    sub = parser.add_subparsers(dest="action", required=True)
+    from skewgate.common.cli_support import describe
+
+    pipeline_help = "which pipeline (default: %(default)s)"
+    describe(parser, __doc__, example="""
+        skewgate pipeline compile --pipeline release-gate --out release_gate.yaml
+        skewgate pipeline run --local --pipeline nightly-drift --param serving_snapshot=serving.npz \\
+            --param model_name=digits-cnn --param mlflow_tracking_uri=sqlite:///$PWD/mlflow.db
+    """)
+    sub = parser.add_subparsers(dest="action", required=True, help="what to do")
 
     compile_ = sub.add_parser("compile", help="write the pipeline YAML for the KFP UI")
-    compile_.add_argument("--pipeline", choices=sorted(PIPELINES), default="release-gate")
+    describe(compile_, "Compile a pipeline to the YAML users upload in the KFP UI.", example="""
+        skewgate pipeline compile --pipeline release-gate --resources resources.json --out release_gate.yaml
+    """)
+    compile_.add_argument("--pipeline", choices=sorted(PIPELINES), default="release-gate", help=pipeline_help)
     compile_.add_argument("--out", type=Path, required=True, help="YAML file to write")
     compile_.add_argument("--resources", type=Path, metavar="FILE",
                           help="JSON of per-step CPU/memory/accelerator overrides, e.g. "
@@ -69,34 +78,59 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                                "release gate (default: $SKEWGATE_SIGNING_SECRET; empty: none)")
 
     run = sub.add_parser("run", help="run a pipeline locally (kfp.local, no cluster)")
+    describe(run, "Run a pipeline locally with kfp.local, no cluster; a --param VALUE naming an existing file "
+                  "becomes its absolute path.", example="""
+        skewgate pipeline run --local --pipeline nightly-drift --param serving_snapshot=serving.npz \\
+            --param model_name=digits-cnn --param mlflow_tracking_uri=sqlite:///$PWD/mlflow.db
+    """)
     run.add_argument("--local", action="store_true", required=True, help="run with kfp.local (required)")
-    run.add_argument("--pipeline", choices=sorted(PIPELINES), default="release-gate")
+    run.add_argument("--pipeline", choices=sorted(PIPELINES), default="release-gate", help=pipeline_help)
     run.add_argument("--pipeline-root", type=Path, default=Path("work/kfp"), help="default: work/kfp")
     run.add_argument("--runner", choices=["subprocess", "docker"], default="subprocess",
                      help="subprocess: steps in this Python; docker: steps in the component image (host network)")
 
     submit = sub.add_parser("submit", help="submit a run to a KFP API server (kfp.Client)")
+    describe(submit, "Submit a run of a pipeline to a KFP API server (kfp.Client); prints the run id.", example="""
+        skewgate pipeline submit --host https://kubeflow.example.com/pipeline \\
+            --param candidate_model=s3://models/candidate.pt2 --param eval_data=s3://data/examples.npz \\
+            --param calibration_data=s3://data/calibration.npz \\
+            --param reference_data=s3://data/train.parquet --param current_data=s3://data/validation.parquet \\
+            --param model_name=digits-cnn --param mlflow_tracking_uri=https://mlflow.example.com
+    """)
     submit.add_argument("--host", required=True, help="KFP API endpoint, e.g. https://kubeflow.example/pipeline")
     finish = sub.add_parser("finish", help="end a pipeline run's MLflow parent run with its outcome (what the "
                                            "pipelines' exit handler does; for steps run as CLIs under one "
                                            "--pipeline-run-id)")
-    finish.add_argument("--pipeline", choices=sorted(PIPELINES), default="release-gate")
+    describe(finish, "End a pipeline run's MLflow parent run with its outcome, as the pipelines' exit handler does: "
+                     "for steps run as CLIs under one --pipeline-run-id. Exit 0 when the outcome is a success "
+                     "(promoted, no drift), 1 when not.", example="""
+        skewgate pipeline finish --pipeline-run-id gate-42 --experiment digits-cnn \\
+            --tracking-uri sqlite:///mlflow.db
+    """)
+    finish.add_argument("--pipeline", choices=sorted(PIPELINES), default="release-gate", help=pipeline_help)
     finish.add_argument("--pipeline-run-id", required=True, help="the id the steps were run with")
     finish.add_argument("--experiment", required=True, help="MLflow experiment (the registered model's name)")
     finish.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", ""),
                         help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI)")
     schedule = sub.add_parser("schedule", help="upload both pipelines and create the nightly drift recurring run")
+    describe(schedule, "Upload both pipelines and create the nightly drift recurring run; prints its id.",
+             example="""
+        skewgate pipeline schedule --host https://kubeflow.example.com/pipeline --cron '0 0 2 * * *' \\
+            --param serving_snapshot=s3://serving-logs/digits/latest.parquet --param model_name=digits-cnn \\
+            --param mlflow_tracking_uri=https://mlflow.example.com
+    """)
     schedule.add_argument("--host", required=True, help="KFP API endpoint, e.g. https://kubeflow.example/pipeline")
     schedule.add_argument("--cron", default="0 0 2 * * *",
                           help="six fields, seconds first (default: '0 0 2 * * *', 02:00 daily)")
-    schedule.add_argument("--experiment", default="skewgate")
+    schedule.add_argument("--experiment", default="skewgate",
+                          help="KFP experiment of the recurring run (default: %(default)s)")
     schedule.add_argument("--namespace", help="KFP namespace (multi-user installations)")
     schedule.add_argument("--version", default=__version__, help="pipeline version name prefix")
     schedule.add_argument("--no-recurring-run", action="store_true", help="upload the pipelines only")
     schedule.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                           help="nightly drift argument (serving_snapshot, model_name, mlflow_tracking_uri, alias)")
-    submit.add_argument("--pipeline", choices=sorted(PIPELINES), default="release-gate")
-    submit.add_argument("--experiment", default="skewgate")
+    submit.add_argument("--pipeline", choices=sorted(PIPELINES), default="release-gate", help=pipeline_help)
+    submit.add_argument("--experiment", default="skewgate", help="KFP experiment of the run (default: %(default)s)")
     for action in (run, submit):
         action.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                             help="pipeline argument (repeatable), e.g. model_name=digits-cnn")

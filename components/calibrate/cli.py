@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import get_args
 
-from skewgate.common.cli_support import add_common_args, run_step
+from skewgate.common.cli_support import add_common_args, describe, run_step
 from skewgate.common.verdict import Verdict
 
 
@@ -18,9 +18,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
     defaults = CalibrateOptions()
     parser = parser or argparse.ArgumentParser(prog="skewgate calibrate")
-    parser.description = ("Calibrate and quantise an ONNX model to INT8 (QDQ) in bounded memory, robust to "
-                          "activation outliers, and gate on the accuracy drop; layers that break the budget are "
-                          "kept in FP32 one at a time.")
+    describe(parser, "Calibrate and quantise an ONNX model to INT8 (QDQ) in bounded memory, robust to activation "
+                     "outliers, and gate on the accuracy drop; layers that break the budget are kept in FP32 one at "
+                     "a time.",
+             example="""
+                 skewgate calibrate --onnx model.onnx --calibration calib.npz --eval eval.npz \\
+                     --out model.int8.onnx --report calibrate.json --plot calibrate.png
+             """)
     parser.add_argument("--onnx", required=True, type=Path, help="the FP32 ONNX model")
     parser.add_argument("--calibration", required=True, type=Path, help=".npz named as the model's inputs")
     parser.add_argument("--eval", required=True, type=Path, dest="eval_data",
@@ -38,8 +42,11 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--min-int8-mac-share", type=float, default=defaults.min_int8_mac_share,
                         help="warn when the written model runs a smaller share of its MACs in INT8 "
                              "(default: %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
-    parser.add_argument("--min-calibration-samples", type=int, default=defaults.min_calibration_samples)
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size,
+                        help="samples per ONNX Runtime call while calibrating and evaluating (default: %(default)s)")
+    parser.add_argument("--min-calibration-samples", type=int, default=defaults.min_calibration_samples,
+                        help="fewer calibration samples than this is an error: the ranges would not be trusted "
+                             "(default: %(default)s)")
     parser.add_argument("--no-equalize", action="store_true", help="never rescale outlier channels")
     parser.add_argument("--per-tensor-weights", action="store_true", help="per-tensor instead of per-channel")
     parser.add_argument("--plot", type=Path, help="write calibration histograms and per-layer SQNR (PNG)")

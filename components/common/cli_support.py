@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -19,6 +20,32 @@ from skewgate.common.verdict import Verdict
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_ERROR = 0, 1, 2
 log = logging.getLogger("skewgate")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """`--help` text: each paragraph of the description and epilog wrapped to the terminal, except paragraphs with
+    indented lines (the examples), printed as written so that they can be copied."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        paragraphs = []
+        for paragraph in textwrap.dedent(text).strip().split("\n\n"):
+            if any(line.startswith(" ") for line in paragraph.splitlines()):
+                paragraphs.append("\n".join(indent + line for line in paragraph.splitlines()))
+            else:
+                paragraphs.append(textwrap.fill(" ".join(paragraph.split()), width, initial_indent=indent,
+                                                subsequent_indent=indent))
+        return "\n\n".join(paragraphs)
+
+
+def describe(parser: argparse.ArgumentParser, description: str | None, *, example: str) -> argparse.ArgumentParser:
+    """Give a command its description and the example that ends its `--help` (`example`: command lines, as
+    typed; `\\`-continued lines indented)."""
+    if description is not None:
+        parser.description = description
+    lines = textwrap.dedent(example).strip().splitlines()
+    parser.epilog = "example:\n" + "\n".join(f"  {line}" for line in lines)
+    parser.formatter_class = HelpFormatter
+    return parser
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:

@@ -45,15 +45,23 @@ def publish(run: StepRun | None, *, outputs: Sequence[Output], tables: Mapping[s
 
 
 def pyplot() -> Any:
-    """matplotlib's pyplot for files (no display), with mathtext off: labels are feature, tensor and module
-    names chosen by users, and a `$` in one must print as a `$`, not start a formula (or crash the plot)."""
+    """matplotlib's pyplot for files (no display). Mathtext stays on, so that log axes label their ticks 10⁵ and
+    not `$\\mathdefault{10^{5}}$`; every user-chosen string (feature, tensor, module names) goes through `plain`."""
     import matplotlib
 
     matplotlib.use("Agg")
-    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def plain(text: object) -> str:
+    """`text` as matplotlib must be given it to print it as written: a `$` in a feature, tensor or module name
+    prints as a `$` instead of starting a formula (where `x_1` would lose its underscore, or the plot crash).
+
+    Only `$` needs escaping: without an unescaped `$` matplotlib never parses mathtext, and it turns each `\\$`
+    back into `$`, so a backslash already in the name (`a\\$b` included) prints unchanged."""
+    return str(text).replace("$", r"\$")
 
 
 def write_text(text: Callable[[], str]) -> Callable[[Path], Any]:

@@ -10,7 +10,7 @@ import logging
 import sys
 from pathlib import Path
 
-from skewgate.common.cli_support import configure_logging
+from skewgate.common.cli_support import configure_logging, describe
 from skewgate.common.verdict import Verdict
 
 log = logging.getLogger("skewgate.demo")
@@ -19,11 +19,14 @@ MODEL_NAME = "digits-cnn"
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="skewgate demo")
-    parser.description = __doc__
+    describe(parser, __doc__, example="""
+        skewgate demo --workdir work/demo
+        mlflow ui --backend-store-uri sqlite:///work/demo/mlflow.db
+    """)
     parser.add_argument("--workdir", type=Path, default=Path("work/demo"), help="default: work/demo")
     parser.add_argument("--tracking-uri", default="",
                         help="MLflow URI (default: sqlite:///WORKDIR/mlflow.db, the embedded store)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the training and the data (default: 0)")
     return parser
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from skewgate.common.cli_support import add_common_args, exit_code, finish_cli, tracking_options
+from skewgate.common.cli_support import add_common_args, describe, exit_code, finish_cli, tracking_options
 from skewgate.export.run import ExportOptions, run
 
 _DEFAULTS = ExportOptions()
@@ -13,9 +13,12 @@ _DEFAULTS = ExportOptions()
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="skewgate export")
-    parser.description = ("Export a torch.export program (.pt2) or an MLflow pytorch model URI to ONNX with the "
-                          "dynamo exporter, and check it against PyTorch: outputs, batch invariance, "
-                          "determinism, model lint, input hash chain.")
+    describe(parser, "Export a torch.export program (.pt2) or an MLflow pytorch model URI to ONNX with the dynamo "
+                     "exporter, and check it against PyTorch: outputs, batch invariance, determinism, model lint, "
+                     "input hash chain.",
+             example="""
+                 skewgate export --model model.pt2 --inputs examples.npz --out model.onnx --report export.json
+             """)
     parser.add_argument("--model", required=True,
                         help=".pt2 ExportedProgram (opened with no pickle), or models:/… / runs:/… with "
                              "--allow-pickle")

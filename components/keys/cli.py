@@ -7,15 +7,26 @@ import argparse
 import sys
 from pathlib import Path
 
+from skewgate.common.cli_support import describe
 from skewgate.common.errors import SkewgateError
+
+EXAMPLE = """
+    skewgate keys generate --out keys/
+    skewgate export ... --signing-key keys/skewgate.key
+    skewgate promote ... --trusted-key keys/skewgate.pub
+"""
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="skewgate keys")
-    parser.description = __doc__
-    sub = parser.add_subparsers(dest="action", required=True)
+    describe(parser, __doc__, example=EXAMPLE)
+    sub = parser.add_subparsers(dest="action", required=True, help="what to do")
     generate = sub.add_parser("generate", help="write DIR/skewgate.key (0600) and DIR/skewgate.pub")
-    generate.add_argument("--out", required=True, type=Path, help="folder for the key pair")
+    describe(generate, "Write a new Ed25519 signing key DIR/skewgate.key (mode 0600; an existing one is never "
+                       "overwritten) and its public key DIR/skewgate.pub. Steps sign verdicts with the key "
+                       "(--signing-key); promote and verify trust the public key (--trusted-key).",
+             example=EXAMPLE)
+    generate.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for the key pair")
     return parser
 
 

@@ -1,6 +1,7 @@
 """`skewgate parity --torch M.pt2 --onnx model.onnx [--int8 …] [--fp16 [FP16.onnx] [--fp16-out F.onnx]]
 [--triton-url URL --triton-model NAME]
---inputs X.npz [--layerwise] --report parity.json [--plot layers.png] [--html parity.html]`."""
+--inputs X.npz [--layerwise] --report parity.json [--plot layers.png] [--html parity.html]`;
+stream mode: `… --stream-onnx STEP.onnx --state IN=OUT [--state IN=OUT …] [--initial-state S.npz]`."""
 
 from __future__ import annotations
 
@@ -8,14 +9,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from skewgate.common.cli_support import add_common_args, run_step
+from skewgate.common.cli_support import add_common_args, describe, run_step
 from skewgate.common.verdict import Verdict
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="skewgate parity")
-    parser.description = ("Compare PyTorch, ONNX Runtime FP32/INT8 and a Triton server on the same inputs; with "
-                          "--layerwise, every intermediate value, naming the first layer that diverges.")
+    describe(parser, "Compare PyTorch, ONNX Runtime FP32/INT8 and a Triton server on the same inputs; with "
+                     "--layerwise, every intermediate value, naming the first layer that diverges.",
+             example="""
+                 skewgate parity --torch model.pt2 --onnx model.onnx --int8 model.int8.onnx --inputs X.npz \\
+                     --layerwise --report parity.json --plot layer_errors.png --html parity.html
+             """)
     parser.add_argument("--torch", required=True, help=".pt2 ExportedProgram (or an MLflow pytorch URI)")
     parser.add_argument("--onnx", required=True, type=Path, help="the FP32 ONNX model")
     parser.add_argument("--int8", type=Path, help="an INT8 (QDQ) ONNX model to judge against the FP32 one")
@@ -28,13 +33,22 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="run the FP16 comparison on ONNX Runtime's CUDA provider (needs onnxruntime-gpu)")
     parser.add_argument("--triton-url", help="host:port of a Triton server serving the model")
     parser.add_argument("--triton-model", help="model name on that server")
-    parser.add_argument("--triton-protocol", choices=["http", "grpc"], default="http")
+    parser.add_argument("--triton-protocol", choices=["http", "grpc"], default="http",
+                        help="protocol to talk to the Triton server with (default: %(default)s)")
     parser.add_argument("--inputs", required=True, type=Path, help=".npz named as the model's inputs")
     parser.add_argument("--layerwise", action="store_true", help="compare every intermediate value")
     parser.add_argument("--plot", type=Path, help="write the per-layer error plot (PNG)")
     parser.add_argument("--html", type=Path, help="write the HTML report")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-samples", type=int, default=256)
+    parser.add_argument("--stream-onnx", type=Path, help="stream mode: the one-step model as served (STEP), judged "
+                        "against --onnx run on whole sequences (time on axis 1 of --inputs)")
+    parser.add_argument("--state", action="append", default=[], metavar="IN=OUT",
+                        help="a STEP state input and the STEP output of its next value (repeat for each state)")
+    parser.add_argument("--initial-state", type=Path,
+                        help=".npz keyed by state input name: the state each sequence starts from (default zeros)")
+    parser.add_argument("--batch-size", type=int, default=32,
+                        help="samples per model call (default: %(default)s)")
+    parser.add_argument("--max-samples", type=int, default=256,
+                        help="compare the first this many samples of --inputs (default: %(default)s)")
     add_common_args(parser)
     return parser
 
@@ -45,10 +59,13 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     def evaluate(run: object) -> Verdict:
         from skewgate.common.mlflow_log import StepRun
         from skewgate.parity.core import ParityOptions
+        from skewgate.parity.internals.stream import parse_states
         from skewgate.parity.run import run_parity
 
         options = ParityOptions(layerwise=args.layerwise, batch_size=args.batch_size, max_samples=args.max_samples,
-                                triton_protocol=args.triton_protocol, fp16_cuda=args.fp16_cuda)
+                                triton_protocol=args.triton_protocol, fp16_cuda=args.fp16_cuda,
+                                stream_onnx=args.stream_onnx, states=parse_states(args.state),
+                                initial_state=args.initial_state)
         return run_parity(run if isinstance(run, StepRun) else None, torch_model=args.torch, onnx=args.onnx,
                           inputs=args.inputs, int8=args.int8,
                           fp16=args.fp16 if args.fp16 is True or args.fp16 is False else Path(args.fp16),

@@ -6,14 +6,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from skewgate.common.cli_support import add_common_args, run_step
+from skewgate.common.cli_support import add_common_args, describe, run_step
 from skewgate.common.verdict import Verdict
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="skewgate preprocess")
-    parser.description = ("Run the training and the serving preprocessing on the same raw samples: outputs must "
-                           "match, and each must be deterministic (no augmentation left on at inference).")
+    describe(parser, "Run the training and the serving preprocessing on the same raw samples: outputs must match, "
+                     "and each must be deterministic (no augmentation left on at inference).",
+             example="""
+                 skewgate preprocess --train mypkg.prep:train --serve mypkg.prep:serve --raw raw.npz \\
+                     --report preprocess.json
+             """)
     parser.add_argument("--train", required=True, help="module:function used in training")
     parser.add_argument("--serve", required=True, help="module:function used in serving")
     parser.add_argument("--raw", required=True, type=Path, help=".npz of raw samples")

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import get_args
 
-from skewgate.common.cli_support import EXIT_ERROR, add_common_args, configure_logging, run_step
+from skewgate.common.cli_support import EXIT_ERROR, add_common_args, configure_logging, describe, run_step
 from skewgate.common.errors import InputError, SkewgateError
 from skewgate.common.triton.client import Protocol
 from skewgate.common.triton.repository import Platform
@@ -24,10 +24,15 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
     defaults = ProbeOptions()
     parser = parser or argparse.ArgumentParser(prog="skewgate probe")
-    parser.description = ("Check a Triton deployment against the gated ONNX model: health, signature, config, "
-                          "served file, outputs, batching, latency. `probe serve` and `probe install` also exist.")
+    describe(parser, "Check a Triton deployment against the gated ONNX model: health, signature, config, served "
+                     "file, outputs, batching, latency. `probe serve` and `probe install` also exist.",
+             example="""
+                 skewgate probe --url 127.0.0.1:8000 --model digits-cnn --onnx model.onnx --inputs X.npz \\
+                     --repository work/triton-repo --report probe.json
+             """)
     parser.add_argument("--url", help="host:port of the server; omit to start a local tritonserver for the probe")
-    parser.add_argument("--protocol", choices=get_args(Protocol), default=defaults.protocol)
+    parser.add_argument("--protocol", choices=get_args(Protocol), default=defaults.protocol,
+                        help=f"KServe v2 protocol to talk to the server with (default: {defaults.protocol})")
     parser.add_argument("--model", help="model name on the server (required)")
     parser.add_argument("--onnx", type=Path, help="the gated ONNX model (required)")
     parser.add_argument("--inputs", type=Path, help=".npz of probe inputs named as the model's (required)")
@@ -39,22 +44,35 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--tls", action="store_true", help="use TLS")
     parser.add_argument("--ca-cert", help="CA bundle for TLS")
     parser.add_argument("--deadline", type=float, default=defaults.deadline_s,
-                        help="seconds per call, retries included")
+                        help=f"seconds per call, retries included (default: {defaults.deadline_s:g})")
     parser.add_argument("--max-p99-ms", type=float, default=defaults.max_p99_ms,
-                        help="latency gate at concurrency 1")
+                        help=f"latency gate on the p99 at concurrency 1, in ms (default: {defaults.max_p99_ms:g})")
     add_common_args(parser)
-    commands = parser.add_subparsers(dest="command", metavar="{serve,install}", required=False)
-    serve = commands.add_parser("serve", help="serve an ONNX model with a local tritonserver until Ctrl-C",
-                                description="Serve an ONNX model with a local tritonserver until Ctrl-C.")
-    serve.add_argument("--onnx", required=True, type=Path)
-    serve.add_argument("--name", required=True)
-    serve.add_argument("--repository", type=Path, default=Path("work/triton-repo"))
-    serve.add_argument("--platform", choices=get_args(Platform), default="python")
+    commands = parser.add_subparsers(dest="command", metavar="{serve,install}", required=False,
+                                     help="without one, the probe")
+    serve = commands.add_parser("serve", help="serve an ONNX model with a local tritonserver until Ctrl-C")
+    describe(serve, "Serve an ONNX model with a local tritonserver until Ctrl-C (to try the probe by hand); "
+                    "it prints the HTTP and gRPC addresses and the probe command to run.",
+             example="""
+                 skewgate probe serve --onnx model.onnx --name digits-cnn
+             """)
+    serve.add_argument("--onnx", required=True, type=Path, help="the ONNX model to serve")
+    serve.add_argument("--name", required=True, help="model name on the server (the probe's --model)")
+    serve.add_argument("--repository", type=Path, default=Path("work/triton-repo"),
+                       help="model repository to write and serve (default: %(default)s)")
+    serve.add_argument("--platform", choices=get_args(Platform), default="python",
+                       help="python: a Python-backend model running the file with onnxruntime (the only backend "
+                            "of the nvidia-pytriton tritonserver); onnxruntime_onnx: Triton's ONNX Runtime backend "
+                            "(default: %(default)s)")
     serve.set_defaults(handler=_serve)
-    install = commands.add_parser("install", help="unpack tritonserver and build its backend environment",
-                                  description="Unpack tritonserver (nvidia-pytriton wheel) and build the Python "
-                                              "backend's environment (numpy<2, onnxruntime).")
-    install.add_argument("--home", type=Path, help="default: $SKEWGATE_TRITON_HOME or ~/.cache/skewgate/triton")
+    install = commands.add_parser("install", help="unpack tritonserver and build its backend environment")
+    describe(install, "Unpack tritonserver (nvidia-pytriton wheel) and build the Python backend's environment "
+                      "(numpy<2, onnxruntime).",
+             example="""
+                 skewgate probe install --home ~/.cache/skewgate/triton
+             """)
+    install.add_argument("--home", type=Path,
+                         help="where to install (default: $SKEWGATE_TRITON_HOME or ~/.cache/skewgate/triton)")
     install.set_defaults(handler=_install)
     return parser
 

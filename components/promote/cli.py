@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from skewgate.common.cli_support import add_common_args, exit_code, finish_cli, tracking_options
+from skewgate.common.cli_support import add_common_args, describe, exit_code, finish_cli, tracking_options
 from skewgate.promote.run import STEPS, TASK_NAMES, PromoteOptions, resolve_steps, run, split_steps
 
 _DEFAULTS = PromoteOptions()
@@ -13,9 +13,12 @@ _DEFAULTS = PromoteOptions()
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="skewgate promote")
-    parser.description = ("Move a registry alias to the ONNX model only if every required verdict passed for "
-                          "this exact file (SHA-256) and is signed by a trusted key. Refusals tag the version "
-                          "with the reason.")
+    describe(parser, "Move a registry alias to the ONNX model only if every required verdict passed for this "
+                     "exact file (SHA-256) and is signed by a trusted key. Refusals tag the version with the reason.",
+             example="""
+                 skewgate promote --model-name digits-cnn --onnx model.onnx --verdicts verdicts/ \\
+                     --trusted-key keys/skewgate.pub --report promote.json
+             """)
     parser.add_argument("--model-name", required=True, help="registered model name")
     parser.add_argument("--onnx", required=True, type=Path, help="the ONNX file to promote")
     parser.add_argument("--verdicts", required=True, type=Path,

@@ -8,7 +8,14 @@ import os
 import sys
 from pathlib import Path
 
-from skewgate.common.cli_support import check_tracking_uri, configure_logging, exit_code, summary, write_report
+from skewgate.common.cli_support import (
+    check_tracking_uri,
+    configure_logging,
+    describe,
+    exit_code,
+    summary,
+    write_report,
+)
 from skewgate.common.steps import resolve_steps, split_steps
 from skewgate.verify.run import VerifyOptions, run
 
@@ -17,9 +24,13 @@ _DEFAULTS = VerifyOptions()
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="skewgate verify")
-    parser.description = ("Re-check a champion from the registry alone: the file its MLmodel loads has the gated "
-                          "digest, promote's signed decision names this model, version and alias under a policy "
-                          "that required at least --require, and every required step's signed verdict holds.")
+    describe(parser, "Re-check a champion from the registry alone: the file its MLmodel loads has the gated "
+                     "digest, promote's signed decision names this model, version and alias under a policy that "
+                     "required at least --require, and every required step's signed verdict holds.",
+             example="""
+                 skewgate verify --model-name digits-cnn --alias champion --trusted-key keys/skewgate.pub \\
+                     --tracking-uri sqlite:///mlflow.db
+             """)
     parser.add_argument("--model-name", required=True, help="registered model name")
     parser.add_argument("--alias", default=_DEFAULTS.alias, help=f"alias to verify (default: {_DEFAULTS.alias})")
     parser.add_argument("--trusted-key", action="append", default=[], metavar="PUB",

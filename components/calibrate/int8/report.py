@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from skewgate.common.publishing import html_page, pyplot
+from skewgate.common.publishing import html_page, plain, pyplot
 
 if TYPE_CHECKING:
     from skewgate.calibrate.core import CalibrationResult
@@ -30,19 +30,21 @@ def histogram_plot(result: CalibrationResult, path: str | Path) -> Path:
         edges = hist.edges
         ax.stairs(np.maximum(hist.counts, 0.5), edges, fill=True, color="tab:blue", alpha=0.6)
         ax.set_yscale("log")
-        ax.axvspan(row["low"], row["high"], color="tab:green", alpha=0.12, label=f"range ({row['method']})")
+        ax.axvspan(row["low"], row["high"], color="tab:green", alpha=0.12,
+                   label=plain(f"range ({row['method']})"))
         for x in (row["low"], row["high"]):
             ax.axvline(x, color="tab:green", linewidth=1)
         beyond = hist.below + hist.above
         note = f"; {beyond} values beyond (set-aside samples {row['set_aside_samples']})" if beyond else ""
-        ax.set_title(f"{row['tensor']}: max/p99.99 {row['max_over_p9999']:.1f}×, kurtosis {row['kurtosis']:.1f}, "
-                     f"clipped {row['clipped']:.3%}{note}", fontsize=8)
+        ax.set_title(f"{plain(row['tensor'])}: max/p99.99 {row['max_over_p9999']:.1f}×, "
+                     f"kurtosis {row['kurtosis']:.1f}, clipped {row['clipped']:.3%}{note}", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=7, loc="upper right")
     ax = axes[-1, 0]
     layers = [r for r in result.layers if r["sqnr_db"] is not None]
     ax.bar(range(len(layers)), [r["sqnr_db"] for r in layers], color="tab:purple")
-    ax.set_xticks(range(len(layers)), [f"{r['value']} ({r['op']})" for r in layers], rotation=60, fontsize=6)
+    ax.set_xticks(range(len(layers)), [plain(f"{r['value']} ({r['op']})") for r in layers], rotation=60,
+                  fontsize=6)
     ax.set_ylabel("SQNR dB", fontsize=8)
     ax.set_title("per-layer SQNR, INT8 vs FP32 on the eval set (intermediates exposed: unfused, diagnostic)",
                  fontsize=8)

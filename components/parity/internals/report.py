@@ -6,7 +6,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from skewgate.common.publishing import html_page, pyplot
+from skewgate.common.publishing import html_page, plain, pyplot
 from skewgate.parity.core import FP32, INT8, ParityResult
 
 FP16 = "fp32_vs_fp16"
@@ -40,10 +40,11 @@ def layer_plot(result: ParityResult, path: str | Path) -> Path:
         first = (result.verdict.details.get(pair) or {}).get("first_divergence" if pair != FP16 else "first_failure")
         if first:
             index = next((i for i, r in enumerate(rows) if r["value"] == first["value"]), 0)
-            ax.annotate(f"first divergence: {_module(first)}, ONNX {first['op']}", (index, ys[index]),
+            ax.annotate(plain(f"first divergence: {_module(first)}, ONNX {first['op']}"), (index, ys[index]),
                         xytext=(10, 10), textcoords="offset points", color="tab:red", fontsize=8,
                         arrowprops={"arrowstyle": "->", "color": "tab:red"})
-        ax.set_xticks(range(len(rows)), [r["module"] + ":" + r["op"] for r in rows], rotation=70, fontsize=6)
+        ax.set_xticks(range(len(rows)), [plain(f"{r['module']}:{r['op']}") for r in rows], rotation=70,
+                      fontsize=6)
         titles = {FP32: "PyTorch vs ONNX Runtime FP32", INT8: "ONNX Runtime FP32 vs INT8", FP16: "FP32 vs FP16"}
         ax.set_title(titles[pair], fontsize=9)
     fig.suptitle(f"parity: {result.verdict.status.upper()}", fontsize=10)
