@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skewgate.common.publishing import html_page, pyplot
+from skewgate.common.publishing import html_page, plain, pyplot
 from skewgate.drift.core import DriftResult
 from skewgate.drift.stats.profile import ReferenceProfile
 
@@ -38,7 +38,7 @@ def heatmap_png(result: DriftResult, path: str | Path) -> Path:
     fig, ax = plt.subplots(figsize=(9, 1.2 + 0.28 * max(len(rows), 1)))
     image = ax.imshow(matrix, aspect="auto", cmap="magma_r", vmin=0, vmax=max(0.3, float(matrix.max())))
     ax.set_xticks(range(len(BINS)), BINS, fontsize=8)
-    ax.set_yticks(range(len(rows)), [f"{'● ' if r[2] else ''}{r[0]}" for r in rows], fontsize=7)
+    ax.set_yticks(range(len(rows)), [plain(f"{'● ' if r[2] else ''}{r[0]}") for r in rows], fontsize=7)
     ax.set_title(f"Share of current rows per reference decile (0.10 each when nothing drifted) — "
                  f"{result.verdict.status.upper()}", fontsize=9)
     fig.colorbar(image, ax=ax, label="share of current rows")
