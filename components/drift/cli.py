@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, get_args
 
-from skewgate.common.cli_support import EXIT_ERROR, add_common_args, configure_logging, run_step
+from skewgate.common.cli_support import EXIT_ERROR, add_common_args, configure_logging, describe, run_step
 from skewgate.common.errors import SkewgateError
 from skewgate.drift.core import DriftOptions
+from skewgate.drift.series import SeriesOptions
 from skewgate.drift.stats.ks import Correction
 
 if TYPE_CHECKING:
@@ -22,7 +23,8 @@ DEFAULTS = DriftOptions()  # every flag's default comes from here
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
     """The flags the gate and `profile` share (how the reference is read and embedded)."""
-    parser.add_argument("--seed", type=int, default=DEFAULTS.seed, help="seed for subsampling, features, permutations")
+    parser.add_argument("--seed", type=int, default=DEFAULTS.seed,
+                        help=f"seed for subsampling, features, permutations (default: {DEFAULTS.seed})")
     parser.add_argument("--embed-onnx", type=Path, help="compute MMD on this ONNX model's output")
     parser.add_argument("--embed-output", help="name of the graph output to embed with")
     parser.add_argument("--feature-axis", action="append", default=[], type=_axis, metavar="ARRAY=AXIS",
@@ -31,7 +33,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ids", action="append", default=[], metavar="COLUMN",
                         help="an integer column or array of ids (tokens, items): tested as categories, the "
                              f"{DEFAULTS.max_categories:,} most frequent reference ids plus \"(other)\" (ranked on "
-                             f"a seeded {DEFAULTS.id_selection_share:.0%} of the reference rows, tested on the rest)")
+                             f"a seeded {DEFAULTS.id_selection_share:.0%}% of the reference rows, tested on the rest)")
 
 
 def _axis(text: str) -> tuple[str, int]:
@@ -47,8 +49,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser = parser or argparse.ArgumentParser(prog="skewgate drift")
     parser.usage = ("%(prog)s --reference REF --current CUR [options]\n"
                     "       %(prog)s profile --reference REF --out PROFILE [options]")
-    parser.description = ("KS per feature (chi-square for categories) with multiple-testing correction, plus MMD² "
-                          "with an RBF kernel. Neither drifts: pass; one: warn (exit 0); both: fail (exit 1).")
+    describe(parser, "KS per feature (chi-square for categories) with multiple-testing correction, plus MMD² with "
+                     "an RBF kernel. Neither drifts: pass; one: warn (exit 0); both: fail (exit 1).",
+             example="""
+                 skewgate drift profile --reference train.parquet --out ref.profile
+                 skewgate drift --reference ref.profile --current serving.parquet --report drift.json \\
+                     --heatmap drift.png --html drift.html
+             """)
     # Required unless a subcommand is given: checked in `main` (argparse cannot say "required without one").
     parser.add_argument("--reference", help="Parquet/CSV file, directory, glob or URI; .npz; or a drift profile "
                                             "(required)")
@@ -56,25 +63,46 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--heatmap", type=Path, help="write the coverage heatmap PNG here")
     parser.add_argument("--html", type=Path, help="write the HTML report here")
     parser.add_argument("--model", type=Path, help="the model artifact the verdict is about (promote matches it)")
-    parser.add_argument("--alpha-ks", type=float, default=DEFAULTS.alpha_ks)
-    parser.add_argument("--alpha-mmd", type=float, default=DEFAULTS.alpha_mmd)
-    parser.add_argument("--correction", choices=get_args(Correction), default=DEFAULTS.correction)
+    parser.add_argument("--alpha-ks", type=float, default=DEFAULTS.alpha_ks,
+                        help="significance level of the per-feature tests, after the correction "
+                             f"(default: {DEFAULTS.alpha_ks})")
+    parser.add_argument("--alpha-mmd", type=float, default=DEFAULTS.alpha_mmd,
+                        help=f"significance level of the MMD² permutation test (default: {DEFAULTS.alpha_mmd})")
+    parser.add_argument("--correction", choices=get_args(Correction), default=DEFAULTS.correction,
+                        help="multiple-testing correction over the features: bh (Benjamini-Hochberg, false "
+                             f"discovery rate) or bonferroni (family-wise) (default: {DEFAULTS.correction})")
     parser.add_argument("--min-effect", type=float, default=DEFAULTS.min_effect,
                         help=f"KS D / Cramér's V floor (default {DEFAULTS.min_effect})")
-    parser.add_argument("--permutations", type=int, default=DEFAULTS.permutations)
+    parser.add_argument("--permutations", type=int, default=DEFAULTS.permutations,
+                        help=f"permutations behind the MMD² p-value (default: {DEFAULTS.permutations})")
+    parser.add_argument("--series-state", type=Path, metavar="FILE",
+                        help="monitor a series of nights against one reference: read the running e-value from this "
+                             "JSON file (absent: a new series), add the anytime-valid check "
+                             "`series.anytime_valid`, write the file back")
+    parser.add_argument("--series-alpha", type=float, default=SeriesOptions().alpha,
+                        help="with --series-state: P(any false alarm over every night) ≤ this "
+                             f"(default: {SeriesOptions().alpha})")
     parser.add_argument("--pushgateway", default="", help="push the figures to this Prometheus Pushgateway URL")
     parser.add_argument("--pushgateway-model", default=Pushgateway().model,
                         help=f"the `model` label of the pushed series (default: {Pushgateway().model})")
     _add_options(parser)
     add_common_args(parser)
-    commands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND",
+                                     help="without one, the drift check")
     profile = commands.add_parser("profile", prog=f"{parser.prog} profile",
-                                  help="build a reusable reference profile from the training data",
-                                  description="Build a reusable reference profile from the training data.")
-    profile.add_argument("--reference", required=True, type=Path)
-    profile.add_argument("--out", required=True, type=Path)
+                                  help="build a reusable reference profile from the training data")
+    describe(profile, "Build a reusable reference profile from the training data; later checks read it with "
+                      "--reference instead of the data.",
+             example="""
+                 skewgate drift profile --reference train.parquet --out ref.profile
+                 skewgate drift --reference ref.profile --current serving.parquet --report drift.json
+             """)
+    profile.add_argument("--reference", required=True, type=Path,
+                         help="the training data: Parquet/CSV file, directory or glob, or .npz")
+    profile.add_argument("--out", required=True, type=Path, help="where to write the profile")
     profile.add_argument("--sketch", type=int, default=DEFAULTS.sketch,
-                         help="values kept per feature sketch (the KS error bound is recorded in the profile)")
+                         help="values kept per feature sketch (the KS error bound is recorded in the profile; "
+                              f"default: {DEFAULTS.sketch})")
     _add_options(profile)
     profile.set_defaults(handler=_profile)
     return parser
@@ -98,7 +126,8 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         return run_drift(run, reference=args.reference, current=args.current, options=options, model=args.model,
                          embed_onnx=args.embed_onnx, embed_output=args.embed_output,
                          pictures=Pictures.named_as_files(heatmap=args.heatmap, html=args.html),
-                         pushgateway=Pushgateway(url=args.pushgateway, model=args.pushgateway_model))
+                         pushgateway=Pushgateway(url=args.pushgateway, model=args.pushgateway_model),
+                         series_state=args.series_state, series=SeriesOptions(alpha=args.series_alpha))
 
     return run_step("drift", args, evaluate)
 

@@ -49,13 +49,15 @@ def nightly_drift_op(
     report: dsl.Output[dsl.Markdown],
     html_report: dsl.Output[dsl.HTML],
     heatmap: dsl.Output[dsl.Artifact],
+    series_state: dsl.Output[dsl.Artifact],
     alias: str = "champion",
     run_date: str = "",
     pipeline_run_id: str = "",
     pushgateway_url: str = "",
 ) -> str:
-    """Drift of a serving-log snapshot against the profile stored with the `alias` version; tags that version;
-    pushes the figures to `pushgateway_url` when set."""
+    """Drift of a serving-log snapshot against the profile stored with the `alias` version; tags that version
+    (with the anytime-valid series' state, read back the next night; also written to `series_state`); pushes
+    the figures to `pushgateway_url` when set."""
     from skewgate.common.kfp_io import finish
     from skewgate.common.mlflow_log import MlflowRegistry
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
@@ -66,7 +68,7 @@ def nightly_drift_op(
         lambda run: run_nightly(run, MlflowRegistry(require_tracking(run)), model_name=model_name, alias=alias,
                                 current=serving_snapshot.path, run_date=run_date,
                                 pictures=Pictures(heatmap=heatmap.path, html=html_report.path),
-                                pushgateway=pushgateway_url),
+                                pushgateway=pushgateway_url, series_out=series_state.path),
         TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id),
     )
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)
@@ -118,6 +120,7 @@ def nightly_drift_merge_op(
     report: dsl.Output[dsl.Markdown],
     html_report: dsl.Output[dsl.HTML],
     heatmap: dsl.Output[dsl.Artifact],
+    series_state: dsl.Output[dsl.Artifact],
     alias: str = "champion",
     run_date: str = "",
     pipeline_run_id: str = "",
@@ -135,7 +138,7 @@ def nightly_drift_merge_op(
                                 current=serving_snapshot.path, run_date=run_date,
                                 pictures=Pictures(heatmap=heatmap.path, html=html_report.path),
                                 pushgateway=pushgateway_url, partials=[p.path for p in partials],
-                                profile=profile.path),
+                                profile=profile.path, series_out=series_state.path),
         TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id),
     )
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)

@@ -96,6 +96,8 @@ class FeatureTest(TypedDict):
     pvalue: float
     effect: float  # KS D (from sketches: the least it can be, ≥ statistic − ks_error) or Cramér's V
     ks_error: NotRequired[float]  # numeric: the largest error of D from the sketches (effect ≥ statistic − it)
+    reference_n: NotRequired[int]  # numeric: samples behind the KS p-value, reference side
+    current_n: NotRequired[int]  # numeric: samples behind the KS p-value, current side
     cells: NotRequired[int]  # categorical: cells tested (kept categories, "(other)", rare ones pooled)
     detectable: NotRequired[float | None]  # the smallest effect it could flag (size, correction, floor); None: none
     new_categories: NotRequired[list[str]]  # categorical: current categories the reference never saw (20 at most)
@@ -363,7 +365,8 @@ def _feature_tests(profile: ReferenceProfile, cur: SideStats, options: DriftOpti
         per = positions.get(name, 1)
         n, m = max(ref_sketch.n // per, 1), max(cur_sketch.n // per, 1)
         rows.append({"feature": name, "kind": "numeric", "test": "ks", "statistic": _num(d),
-                     "pvalue": ks.ks_pvalue(judged, n, m), "effect": _num(judged) or 0.0, "ks_error": error})
+                     "pvalue": ks.ks_pvalue(judged, n, m), "effect": _num(judged) or 0.0, "ks_error": error,
+                     "reference_n": n, "current_n": m})
         sizes.append(None if np.isnan(d) else ("ks", n, m))
     for name, counts in profile.categories.items():
         current = fold_current(counts, cur.categories.get(name, {}))

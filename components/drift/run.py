@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from skewgate.common import publishing as shared
 from skewgate.common.errors import BackendError, InputError
@@ -34,6 +34,7 @@ from skewgate.drift.core import (
     summarise_current,
 )
 from skewgate.drift.outputs.report import heatmap_png, report_html
+from skewgate.drift.series import SeriesOptions, SeriesState, judge, load_state, save_state
 from skewgate.drift.stats.profile import ReferenceProfile, load_profile, save_profile
 from skewgate.drift.stats.source import open_source
 from skewgate.drift.stats.stream import empty_side, load_partial, merge, save_partial
@@ -49,6 +50,7 @@ NIGHTLY_DATE_TAG = "skewgate.drift.nightly.date"
 NIGHTLY_RUN_TAG = "skewgate.drift.nightly.run_id"
 DEFAULT_ALIAS = "champion"
 DEFAULTS = DriftOptions()  # the statistics' defaults (core.py holds them)
+SERIES_DEFAULTS = SeriesOptions()  # the anytime-valid series' defaults (series.py)
 
 
 class NightlyRegistry(ChampionReader, Protocol):
@@ -82,15 +84,11 @@ class Pushgateway:
 
 
 @dataclass(frozen=True, kw_only=True)
-class PushedDetails(DriftDetails):
-    pushgateway: str  # "pushed to URL", or "not pushed: why"
-
-
-@dataclass(frozen=True, kw_only=True)
 class NightlyDetails(DriftDetails):
     model_version: str  # the `alias` version judged and tagged
     run_date: str
     shards: int  # 1 for the single task
+    series: Mapping[str, Any] | None = None  # "over the series" (series.py): the running e-value and its night
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,18 +116,26 @@ def publish(result: DriftResult, run: StepRun | None, *, pictures: Pictures) -> 
 def run_drift(run: StepRun | None, *, reference: str | Path, current: str | Path,
               options: DriftOptions = DEFAULTS, model: str | Path | None = None,
               embed_onnx: Path | None = None, embed_output: str | None = None, pictures: Pictures = Pictures(),
-              profile_out: str | Path | None = None, pushgateway: Pushgateway = Pushgateway()) -> Verdict:
+              profile_out: str | Path | None = None, pushgateway: Pushgateway = Pushgateway(),
+              series_state: str | Path | None = None, series: SeriesOptions = SERIES_DEFAULTS) -> Verdict:
     """The gate, published. With `profile_out`, the reference profile is written there and, with tracking,
     logged to the step run, whose URI and digest the verdict asks promote to tag on the model version
-    (`registry_tags`); with `pushgateway.url`, the figures are pushed for Prometheus."""
+    (`registry_tags`); with `pushgateway.url`, the figures are pushed for Prometheus. With `series_state` (a
+    JSON file, read when it exists and rewritten), the check is one night of an anytime-valid series against
+    the reference (series.py): `series.anytime_valid` joins tonight's checks."""
     result = drift_gate(reference=reference, current=current, options=options, embed_onnx=embed_onnx,
                         embed_output=embed_output, model=Path(model) if model else None)
     publish(result, run, pictures=pictures)
+    if series_state is not None:
+        key = sha256_file(reference) if result.details.reference_from_profile else result.profile.sha256
+        judged, state = judge(result.verdict, result.features, load_state(series_state), profile=key,
+                              options=series, date=datetime.now(UTC).isoformat(timespec="seconds"))
+        save_state(state, series_state)
+        result = dataclasses.replace(result, verdict=judged)
     verdict = result.verdict
     if pushgateway.url:
         pushed = push(result, gateway=pushgateway.url, model=pushgateway.model)
-        verdict = dataclasses.replace(verdict, details=PushedDetails(**asdict_shallow(result.details),
-                                                                     pushgateway=pushed))
+        verdict = dataclasses.replace(verdict, details={**verdict.details, "pushgateway": pushed})
     if profile_out is None:
         return verdict
     save_profile(result.profile.sketched(options.sketch), profile_out)
@@ -191,11 +197,18 @@ def fetch_profile(registry: ChampionReader, *, model_name: str, alias: str, dire
 
 def run_nightly(run: StepRun | None, registry: NightlyRegistry, *, model_name: str, current: str,
                 alias: str = DEFAULT_ALIAS, run_date: str = "", pictures: Pictures = Pictures(),
-                pushgateway: str = "", partials: Sequence[str] = (), profile: str = "") -> Verdict:
+                pushgateway: str = "", partials: Sequence[str] = (), profile: str = "",
+                series: SeriesOptions = SERIES_DEFAULTS, series_in: str | Path | None = None,
+                series_out: str | Path | None = None) -> Verdict:
     """Drift of `current` against the `alias` version's profile; tags that version with the status, the date
     and (with tracking) the step run; with a `pushgateway` URL, pushes the figures for Prometheus (labelled
     with `model_name`). Fanned out: the `partials` of the shards (`partial_statistics`) against the `profile`
-    they were computed with (`plan_nightly`), merged."""
+    they were computed with (`plan_nightly`), merged.
+
+    Tonight's checks are joined by `series.anytime_valid` (series.py): the running e-value over every night
+    against this profile, read back from `series_in` when given, else from the version's tags (the state is
+    tagged on it each night, and written to `series_out` when given); none, or one for another profile,
+    starts a new series."""
     found = champion(registry, model_name=model_name, alias=alias)
     with tempfile.TemporaryDirectory() as tmp:
         if partials:
@@ -206,7 +219,12 @@ def run_nightly(run: StepRun | None, registry: NightlyRegistry, *, model_name: s
     # KFP resolves the schedule-time placeholder only for scheduled runs; otherwise the literal arrives.
     date = run_date if run_date and not run_date.startswith("{{") else datetime.now(UTC).isoformat(timespec="seconds")
     publish(result, run, pictures=pictures)
-    tags = {NIGHTLY_STATUS_TAG: result.verdict.status, NIGHTLY_DATE_TAG: date}
+    previous = load_state(series_in) if series_in else SeriesState.from_tags(found.tags)
+    judged, state = judge(result.verdict, result.features, previous, profile=found.tags[PROFILE_SHA_TAG],
+                          options=series, date=date)
+    if series_out:
+        save_state(state, series_out)
+    tags = {NIGHTLY_STATUS_TAG: judged.status, NIGHTLY_DATE_TAG: date, **state.tags()}
     if run is not None:
         tags[NIGHTLY_RUN_TAG] = run.run_id
     registry.set_tags(model_name, found.version, tags)
@@ -214,11 +232,13 @@ def run_nightly(run: StepRun | None, registry: NightlyRegistry, *, model_name: s
     details: NightlyDetails
     if pushgateway:
         details = PushedNightlyDetails(**base, model_version=found.version, run_date=date,
-                                       shards=len(partials) or 1,
-                                       pushgateway=push(result, gateway=pushgateway, model=model_name))
+                                       shards=len(partials) or 1, series=judged.details["series"],
+                                       pushgateway=push(dataclasses.replace(result, verdict=judged),
+                                                        gateway=pushgateway, model=model_name))
     else:
-        details = NightlyDetails(**base, model_version=found.version, run_date=date, shards=len(partials) or 1)
-    return dataclasses.replace(result.verdict, details=details)
+        details = NightlyDetails(**base, model_version=found.version, run_date=date, shards=len(partials) or 1,
+                                 series=judged.details["series"])
+    return dataclasses.replace(judged, details=details)
 
 
 def plan_nightly(registry: ChampionReader, *, model_name: str, alias: str, snapshot: str,

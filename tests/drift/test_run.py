@@ -186,3 +186,24 @@ def test_nightly_needs_tracking():
     run = FakeStepRun()
     assert require_tracking(run) is run
 
+
+
+def test_nightly_carries_the_series_on_the_champions_tags_and_a_new_profile_starts_a_new_one(data, registry,
+                                                                                             tmp_path):
+    from skewgate.drift.series import CHECK, SeriesState, load_state
+
+    for night in (1, 2):
+        verdict = run_nightly(None, registry, model_name="m", current=data.healthy, run_date=DATE,
+                              series_out=tmp_path / "series.json")
+        assert verdict.status == "pass"
+        assert [c.name for c in verdict.checks][-1] == CHECK
+        assert verdict.details["series"]["nights"] == night
+        state = SeriesState.from_tags(registry.tags["3"])
+        assert state is not None and state.nights == night and state == load_state(tmp_path / "series.json")
+        assert state.profile == registry.tags["3"][PROFILE_SHA_TAG]
+    # the file, when given, is read instead of the tags; a new profile on the version starts a new series
+    assert run_nightly(None, registry, model_name="m", current=data.healthy,
+                       series_in=tmp_path / "missing.json").details["series"]["nights"] == 1
+    registry.add_champion(data.other_profile, version="3")
+    registry.tags["3"].update(state.tags())
+    assert run_nightly(None, registry, model_name="m", current=data.healthy).details["series"]["nights"] == 1

@@ -1,0 +1,226 @@
+"""Anytime-valid nightly monitoring: the probability of *any* false alarm over an unbounded series of nights judged
+against one stored reference profile is at most `alpha`, however many nights are run.
+
+Each night gives a p-value that is valid *given the stored profile* (not only on average over profiles), which
+is converted into an e-value and folded into a running e-process; the series alarms when it reaches
+1/(alpha − delta) (Ville's inequality), and the alarm stays until a new profile starts a new series.
+
+- **The profile's own sampling noise.** Judged against one fixed reference sample, the nights are dependent: an
+  unlucky reference makes every night look shifted, so the ordinary two-sample p-values — uniform only on
+  average over references — alarm night after night. Here each numeric feature's KS distance is shrunk by the
+  DKW–Massart bound on the reference ECDF's own error, `eps = sqrt(ln(2K/delta) / (2n))` (K features, n
+  reference samples), which holds for every feature at once with probability ≥ 1 − delta over the reference.
+  On that event, tonight's distance to the true reference distribution is at least `max(D − eps, 0)` (D: the
+  least the sketches allow, `effect` in the feature table), and the one-sample Kolmogorov p-value of that
+  distance with tonight's m samples is valid given the profile (the asymptotic Kolmogorov tail is conservative
+  for every m, and for ties). The feature p-values are combined by Bonferroni.
+- **E-values.** p → e with the mixture calibrator of Vovk & Wang (2021), e(p) = ∫₀¹ κ p^(κ−1) dκ =
+  (1 − p + p ln p) / (p ln² p): an e-value for any super-uniform p, unbounded as p → 0, ½ at p = 1.
+- **The e-process.** `M_t = (M_{t−1} + w_t) · e_t`, `M_0 = 0`, `w_s = 1/(s(s+1))`: the sum over start nights s
+  of `w_s ∏_{r=s..t} e_r`, a mixture of test supermartingales started on each night, whose weights sum to 1. So
+  a shift that starts after a long healthy run is not buried under the evidence against it that the healthy
+  nights piled up (a plain product, s = 1 alone, would be), and still P(sup_t M_t ≥ 1/a) ≤ a (Ville).
+- **Guarantee.** If, given the profile, the nights' serving samples are independent draws from the reference's
+  distribution (the null), P(the series ever alarms) ≤ delta + (alpha − delta) = alpha. Nights are *not*
+  independent of one another through the profile; that dependence is what `delta` pays for. Categorical and
+  MMD tests are reported tonight but do not enter the series (their reference noise is not bounded here).
+
+References: Ramdas, Grünwald, Vovk & Shafer (2023), Game-theoretic statistics and safe anytime-valid inference,
+Statistical Science 38(4); Vovk & Wang (2021), E-values: calibration, combination and applications, Annals of
+Statistics 49(3); Shin, Ramdas & Rinaldo (2023), E-detectors (restart mixtures); Massart (1990), the tight DKW
+constant.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from skewgate.common.errors import InputError
+from skewgate.common.verdict import Check, Verdict, derive_status
+from skewgate.drift.stats import ks
+
+CHECK = "series.anytime_valid"
+SCHEMA = "skewgate.drift-series"
+VERSION = 1
+METHOD = ("e-process: per night, Bonferroni over numeric features of one-sample KS p-values at max(D − eps, 0) "
+          "(eps: DKW bound on the reference profile's own error), mixture calibrator e = (1 − p + p ln p)/(p ln² "
+          "p), restarts mixed with weights 1/(s(s+1)); alarm at 1/(alpha − delta) (Ville)")
+REFERENCE = ("Ramdas et al. 2023, Game-theoretic statistics and safe anytime-valid inference; "
+             "Vovk & Wang 2021 calibrators")
+# tags on the champion that carry the state from night to night (the same fields as the JSON state)
+TAG_PREFIX = "skewgate.drift.series."
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeriesOptions:
+    alpha: float = 0.05  # P(any false alarm over the whole series) ≤ alpha
+    reference_share: float = 0.2  # delta = share · alpha is spent on the reference profile's own error
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1 or not 0 < self.reference_share < 1:
+            raise InputError("series options", expected="0 < alpha < 1 and 0 < reference_share < 1",
+                             found=f"alpha {self.alpha}, reference_share {self.reference_share}")
+
+    @property
+    def delta(self) -> float:
+        return self.alpha * self.reference_share
+
+    @property
+    def threshold(self) -> float:
+        """The e-process alarms at or above this: 1/(alpha − delta)."""
+        return 1.0 / (self.alpha - self.delta)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeriesState:
+    """What is carried from one night to the next; a new profile (another `profile`) starts a new series."""
+
+    profile: str  # the reference profile's digest: the series is against this one
+    nights: int = 0
+    evalue: float = 0.0  # M_t (0 before the first night)
+    alarmed_night: int | None = None  # the first night M_t reached the threshold (the alarm stays)
+    last_evalue: float | None = None  # tonight's e-value
+    last_pvalue: float | None = None  # tonight's p-value (given the profile)
+    alpha: float = SeriesOptions.alpha
+    reference_share: float = SeriesOptions.reference_share
+    started: str = ""  # the date of the first night
+    last_date: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "version": VERSION, **asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, where: str = "series state") -> SeriesState:
+        if data.get("schema") != SCHEMA or data.get("version") != VERSION:
+            raise InputError(where, expected=f"{SCHEMA} v{VERSION}",
+                             found=f"{data.get('schema')} v{data.get('version')}")
+        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        try:
+            return cls(**fields)
+        except TypeError as err:
+            raise InputError(where, expected="a series state", found=str(err)) from err
+
+    def tags(self) -> dict[str, str]:
+        """The state as registry tags (strings); `from_tags` reads them back."""
+        return {TAG_PREFIX + "state": json.dumps(self.to_json(), sort_keys=True)}
+
+    @classmethod
+    def from_tags(cls, tags: Mapping[str, str]) -> SeriesState | None:
+        text = tags.get(TAG_PREFIX + "state")
+        return None if not text else cls.from_json(json.loads(text), where=TAG_PREFIX + "state")
+
+
+def load_state(path: str | Path) -> SeriesState | None:
+    """The state in `path`; None (a new series) when there is no such file."""
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size == 0:  # an empty KFP artifact file: no state either
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise InputError(path, expected="a series state (JSON)", found=str(err)) from err
+    return SeriesState.from_json(data, where=str(path))
+
+
+def save_state(state: SeriesState, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def calibrate(p: float) -> float:
+    """Vovk & Wang's mixture calibrator: e = ∫₀¹ κ p^(κ−1) dκ = (1 − p + p ln p) / (p ln² p)."""
+    p = min(max(p, 1e-300), 1.0)
+    if p > 0.9999:
+        return 0.5  # the limit at p = 1 (the closed form loses its digits there)
+    log = math.log(p)
+    return (1.0 - p + p * log) / (p * log * log)
+
+
+def reference_eps(n: int, *, features: int, delta: float) -> float:
+    """DKW–Massart: with probability ≥ 1 − delta, every one of `features` reference ECDFs of n samples is within
+    this of its distribution."""
+    return math.sqrt(math.log(2.0 * max(features, 1) / delta) / (2.0 * max(n, 1)))
+
+
+def feature_pvalue(d: float, *, reference_n: int, current_n: int, features: int, delta: float) -> float:
+    """The p-value, given the profile, of a KS distance `d` between tonight's `current_n` samples and a
+    reference ECDF of `reference_n`: one-sample Kolmogorov at max(d − eps, 0)."""
+    if not math.isfinite(d) or current_n == 0:
+        return 1.0
+    judged = max(d - reference_eps(reference_n, features=features, delta=delta), 0.0)
+    return ks.kolmogorov_sf(judged * math.sqrt(current_n))
+
+
+def night_pvalue(rows: Iterable[Mapping[str, Any]], *, delta: float) -> tuple[float, int]:
+    """(p, features): tonight's p-value given the profile, Bonferroni over the numeric features of the drift
+    gate's feature table (their `effect`, the least KS D the sketches allow, and the sample sizes); 1 when
+    none is testable."""
+    tested = [r for r in rows if r.get("test") == "ks" and r.get("statistic") is not None
+              and r.get("reference_n") and r.get("current_n")]
+    if not tested:
+        return 1.0, 0
+    k = len(tested)
+    least = min(feature_pvalue(float(r["effect"]), reference_n=int(r["reference_n"]),
+                               current_n=int(r["current_n"]), features=k, delta=delta) for r in tested)
+    return min(1.0, k * least), k
+
+
+def weight(night: int) -> float:
+    """The weight of the series restarted on `night` (1-based): 1/(s(s+1)), summing to 1."""
+    return 1.0 / (night * (night + 1))
+
+
+def advance(state: SeriesState | None, pvalue: float, *, profile: str, options: SeriesOptions = SeriesOptions(),
+            date: str = "") -> SeriesState:
+    """Tonight folded into the series against `profile`; a missing state, or one for another profile (or other
+    options), starts a new series."""
+    if (state is None or state.profile != profile or state.alpha != options.alpha
+            or state.reference_share != options.reference_share):
+        state = SeriesState(profile=profile, alpha=options.alpha, reference_share=options.reference_share,
+                            started=date)
+    night = state.nights + 1
+    e = calibrate(pvalue)
+    evalue = (state.evalue + weight(night)) * e
+    alarmed = state.alarmed_night
+    if alarmed is None and evalue >= options.threshold:
+        alarmed = night
+    return replace(state, nights=night, evalue=evalue, alarmed_night=alarmed, last_evalue=e, last_pvalue=pvalue,
+                   last_date=date)
+
+
+def check(state: SeriesState, options: SeriesOptions = SeriesOptions()) -> Check:
+    alarmed = state.alarmed_night is not None
+    what = (f"alarm since night {state.alarmed_night} of {state.nights}" if alarmed
+            else f"no alarm over {state.nights} night(s)")
+    return Check(CHECK, passed=not alarmed, value=state.evalue, limit=options.threshold,
+                 detail=f"over the series against profile {state.profile[:12]}: running e-value "
+                        f"{state.evalue:.3g} (alarm at {options.threshold:.3g}); {what}; P(any false alarm "
+                        f"over every night) ≤ {options.alpha}")
+
+
+def details(state: SeriesState, options: SeriesOptions = SeriesOptions(), *, features: int) -> dict[str, Any]:
+    return {"nights": state.nights, "evalue": state.evalue, "threshold": options.threshold,
+            "alarmed_night": state.alarmed_night, "tonight_pvalue": state.last_pvalue,
+            "tonight_evalue": state.last_evalue, "features": features, "alpha": options.alpha,
+            "delta": options.delta, "profile": state.profile, "started": state.started, "method": METHOD,
+            "reference": REFERENCE}
+
+
+def judge(verdict: Verdict, rows: Iterable[Mapping[str, Any]], state: SeriesState | None, *, profile: str,
+          options: SeriesOptions = SeriesOptions(), date: str = "") -> tuple[Verdict, SeriesState]:
+    """The verdict with "over the series" beside "tonight": tonight's checks unchanged, plus `series.anytime_valid`
+    (a `fail` check: the alarm whose false-alarm probability over all nights is bounded), and the state to keep.
+    `rows`: the whole feature table (the verdict's details keep only the first 200)."""
+    pvalue, features = night_pvalue(rows, delta=options.delta)
+    state = advance(state, pvalue, profile=profile, options=options, date=date)
+    checks = (*verdict.checks, check(state, options))
+    status, message = derive_status(checks)
+    return replace(verdict, checks=checks, status=status, message=message,
+                   details={**verdict.details, "series": details(state, options, features=features)}), state
