@@ -6,8 +6,15 @@ envelope (`<verdict stem>.intoto.jsonl`, one JSON line, the in-toto bundle conve
 so that copying the folder keeps it. Keys: `skewgate keys generate --out DIR` writes `skewgate.key` (PKCS#8 PEM,
 mode 0600) and `skewgate.pub`; key ids are the SHA-256 of the raw public key (as sigstore's model-signing does).
 
-Ed25519 signatures are deterministic: signing the same verdict twice gives the same envelope, so the CLI, the
-KFP component and the MLflow log can each sign without passing an envelope around.
+Replay protection rests on the signature: a verdict recorded inside a pipeline run is signed together with that
+run's id, the id of the step's own MLflow run and the time it was recorded (`RunContext`, as annotations of the
+first subject; the predicate stays the verdict itself). Promote, inside a pipeline run, refuses a verdict signed
+for another run and counts a step's latest signed verdict. A verdict from an ad-hoc CLI call without a pipeline
+run id carries no such annotations (its statement is exactly the pre-binding one) and is judged by its signature
+alone.
+
+Ed25519 signatures are deterministic: signing the same verdict in the same run context twice gives the same
+envelope, so the CLI, the KFP component and the MLflow log can each sign without passing an envelope around.
 """
 
 from __future__ import annotations
@@ -38,6 +45,10 @@ KEY_FILE, PUBLIC_KEY_FILE = "skewgate.key", "skewgate.pub"
 SIGNING_KEY_ENV, TRUSTED_KEYS_ENV = "SKEWGATE_SIGNING_KEY", "SKEWGATE_TRUSTED_KEYS"
 MAX_ENVELOPE_BYTES = 32 * 1024 * 1024
 MAX_KEY_BYTES = 64 * 1024  # a PEM Ed25519 key is about 120 bytes
+# Annotations of a verdict statement's first subject that bind it to where it was recorded (`RunContext`).
+PIPELINE_RUN_ANNOTATION = "skewgate.pipeline_run_id"
+STEP_RUN_ANNOTATION = "skewgate.step_run_id"
+RECORDED_AT_ANNOTATION = "skewgate.recorded_at_ms"
 
 
 class SignatureInvalid(Exception):
@@ -49,6 +60,27 @@ class SignatureInvalid(Exception):
 class SigningKey:
     key: Ed25519PrivateKey
     keyid: str
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where and when a verdict was recorded, as signed with it: the pipeline run (empty: an ad-hoc call), the
+    step's own MLflow run (empty: not tracked) and the recording time in milliseconds since the epoch (orders the
+    retries of one step inside one pipeline run)."""
+
+    pipeline_run_id: str = ""
+    step_run_id: str = ""
+    recorded_at_ms: int = 0
+
+    def annotations(self) -> dict[str, Any]:
+        if not (self.pipeline_run_id or self.step_run_id):
+            return {}  # an ad-hoc, untracked verdict: the statement as it was before run binding
+        return {PIPELINE_RUN_ANNOTATION: self.pipeline_run_id, STEP_RUN_ANNOTATION: self.step_run_id,
+                RECORDED_AT_ANNOTATION: self.recorded_at_ms}
+
+    def describe(self) -> str:
+        where = f"pipeline run {self.pipeline_run_id}" if self.pipeline_run_id else "no pipeline run (ad hoc)"
+        return f"{where}, step run {self.step_run_id or '(none)'}"
 
 
 def generate_keys(out: str | Path) -> tuple[Path, Path]:
@@ -123,13 +155,18 @@ def trusted_key_paths(given: Iterable[str | Path] = ()) -> list[str]:
     return paths
 
 
-def verdict_statement(verdict: Verdict) -> dict[str, Any]:
-    """The in-toto Statement v1 for a verdict: subject = judged artifact, then its data sets."""
+def verdict_statement(verdict: Verdict, context: RunContext | None = None) -> dict[str, Any]:
+    """The in-toto Statement v1 for a verdict: subject = judged artifact (annotated with the run `context` when
+    there is one), then its data sets."""
     if verdict.subject is None:
         raise InputError(f"{verdict.step} verdict", field="subject", expected="the judged artifact",
                          found="none (a verdict about nothing cannot be attested)")
-    subject = [{"name": Path(verdict.subject.artifact).name or verdict.subject.artifact,
-                "digest": {"sha256": verdict.subject.sha256}}]
+    artifact: dict[str, Any] = {"name": Path(verdict.subject.artifact).name or verdict.subject.artifact,
+                                "digest": {"sha256": verdict.subject.sha256}}
+    annotations = (context or RunContext()).annotations()
+    if annotations:
+        artifact["annotations"] = annotations
+    subject = [artifact]
     subject += [{"name": f"data/{name}", "digest": {"sha256": digest}}
                 for name, digest in sorted(verdict.subject.data.items())]
     return statement(subject, VERDICT_PREDICATE, verdict.to_dict())
@@ -224,21 +261,77 @@ def read_envelope(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def verify_verdict(verdict: Verdict, envelope: Mapping[str, Any], trusted: Mapping[str, Ed25519PublicKey], *,
-                   artifact_sha256: str) -> str:
-    """Check that a trusted key signed exactly this verdict about exactly this artifact; returns the signer's
-    key id, raises `SignatureInvalid` otherwise."""
+@dataclass(frozen=True)
+class SignedVerdict:
+    """A verdict statement a trusted key signed: the statement, the signer's key id and its run context."""
+
+    statement: dict[str, Any]
+    signer: str
+    context: RunContext
+
+    @property
+    def predicate(self) -> Any:
+        return self.statement.get("predicate")
+
+    @property
+    def step(self) -> str:
+        return str(self.predicate.get("step", "")) if isinstance(self.predicate, dict) else ""
+
+    @property
+    def status(self) -> str:
+        return str(self.predicate.get("status", "")) if isinstance(self.predicate, dict) else ""
+
+
+def open_verdict(envelope: Mapping[str, Any], trusted: Mapping[str, Ed25519PublicKey]) -> SignedVerdict:
+    """The verdict statement inside `envelope` if a trusted key signed it, with its run context; else
+    `SignatureInvalid`."""
     opened, signer = open_envelope(envelope, trusted)
     if opened.get("predicateType") != VERDICT_PREDICATE:
         raise SignatureInvalid(f"predicateType {opened.get('predicateType')!r}, expected {VERDICT_PREDICATE}")
-    if opened.get("predicate") != json.loads(verdict.to_json()):
+    return SignedVerdict(opened, signer, run_context(opened))
+
+
+def run_context(statement_: Mapping[str, Any]) -> RunContext:
+    """The run context signed in a verdict statement (empty for an ad-hoc verdict or one signed before run
+    binding). Malformed annotations are `SignatureInvalid`: nothing is read into them."""
+    subject = statement_.get("subject")
+    first = subject[0] if isinstance(subject, list) and subject else None
+    annotations = first.get("annotations") if isinstance(first, dict) else None
+    if annotations is None:
+        return RunContext()
+    pipeline = annotations.get(PIPELINE_RUN_ANNOTATION, "") if isinstance(annotations, dict) else None
+    step_run = annotations.get(STEP_RUN_ANNOTATION, "") if isinstance(annotations, dict) else None
+    recorded = annotations.get(RECORDED_AT_ANNOTATION, 0) if isinstance(annotations, dict) else None
+    if not (isinstance(pipeline, str) and isinstance(step_run, str) and type(recorded) is int):
+        raise SignatureInvalid(f"malformed run annotations in the signed statement: {annotations!r}"[:300])
+    return RunContext(pipeline, step_run, recorded)
+
+
+def verify_verdict(verdict: Verdict, envelope: Mapping[str, Any], trusted: Mapping[str, Ed25519PublicKey], *,
+                   artifact_sha256: str, pipeline_run_id: str = "") -> str:
+    """Check that a trusted key signed exactly this verdict about exactly this artifact (and, given a
+    `pipeline_run_id`, inside exactly that pipeline run); returns the signer's key id, raises `SignatureInvalid`
+    otherwise."""
+    return verified_verdict(verdict, envelope, trusted, artifact_sha256=artifact_sha256,
+                            pipeline_run_id=pipeline_run_id).signer
+
+
+def verified_verdict(verdict: Verdict, envelope: Mapping[str, Any], trusted: Mapping[str, Ed25519PublicKey], *,
+                     artifact_sha256: str, pipeline_run_id: str = "") -> SignedVerdict:
+    """`verify_verdict`, returning what was signed."""
+    signed = open_verdict(envelope, trusted)
+    if signed.predicate != json.loads(verdict.to_json()):
         raise SignatureInvalid("the signed verdict differs from the verdict file (edited after signing, or the "
                                "envelope of another verdict)")
-    subject = opened.get("subject") or [{}]
+    subject = signed.statement.get("subject") or [{}]
     signed_digest = (subject[0].get("digest") or {}).get("sha256") if isinstance(subject[0], dict) else None
     if signed_digest != artifact_sha256:
         raise SignatureInvalid(f"signed for artifact sha256 {signed_digest}, not {artifact_sha256}")
-    return signer
+    if pipeline_run_id and signed.context.pipeline_run_id != pipeline_run_id:
+        found = (f"pipeline run {signed.context.pipeline_run_id}" if signed.context.pipeline_run_id
+                 else "no pipeline run (an ad-hoc verdict)")
+        raise SignatureInvalid(f"signed for {found}, not this pipeline run {pipeline_run_id} (replayed?)")
+    return signed
 
 
 _PEM = re.compile(r"-----BEGIN PUBLIC KEY-----.+?-----END PUBLIC KEY-----", re.S)

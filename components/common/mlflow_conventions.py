@@ -7,13 +7,16 @@ Pure (no mlflow import), so the conventions are tested without a store; `mlflow_
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import math
 import re
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass, fields, is_dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePath
+from types import SimpleNamespace
 from typing import Any
 
 from skewgate.common.errors import InputError
@@ -38,6 +41,24 @@ EXPERIMENT_KIND = "custom_model_development"
 DRIFT_HISTORY_TAG = "drift-history"  # value of `skewgate.kind` on the run that charts nightly drift over nights
 PROMOTION_LOG_KIND = "promotion-log"  # value of `skewgate.kind` on the experiment's promotion-log run
 MLFLOW_BATCH_LIMIT = 1000  # metrics per log_batch call
+# MLflow's limits (mlflow/utils/validation.py): params per log_batch call, a param's key and value, and a
+# dataset's name and digest (the digest column holds 36 characters: the full SHA-256 goes into an input tag).
+PARAMS_BATCH_LIMIT = 100
+PARAM_KEY_LIMIT = 250
+PARAM_VALUE_LIMIT = 6000
+MAX_PARAMS = 500  # a step's settings beyond this many are not logged (a run's params table stays readable)
+DATASET_NAME_LIMIT = 500
+DATASET_DIGEST_LENGTH = 12  # shown beside the dataset's name in the runs table; the full SHA-256 is a tag
+DATASET_CONTEXT_TAG = "mlflow.data.context"  # the input tag MLflow's UI shows as the dataset's role
+DATASET_SHA256_TAG = "skewgate.sha256"
+# Settings that are where a step records, not how it judges: never logged as params. Keys that may hold a secret
+# are never logged either, and a URL's user:password@ is cut from any value.
+TRACKING_SETTINGS = frozenset({"tracking_uri", "experiment", "pipeline_run_id", "mlflow_deadline", "deadline_s",
+                               "signing_key", "quiet", "verbose", "report"})
+_SECRET_KEY = re.compile(r"password|passwd|secret|token|credential|api_?key|private", re.IGNORECASE)
+_URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+RUN_NAME_TAG = "mlflow.runName"
+RUN_NAME_LIMIT = 250
 
 
 def metric_key(name: str) -> str:
@@ -58,6 +79,120 @@ def step_tags(verdict: Verdict) -> dict[str, str]:
     if verdict.subject is not None:
         tags["skewgate.subject_sha256"] = verdict.subject.sha256
     return tags
+
+
+def run_status(status: str | None) -> str:
+    """The MLflow status a step run ends with: FINISHED (green) for a `pass`/`warn` verdict (or none logged),
+    FAILED (red) for `fail` and `error`, so that no red parent run shows a green step that did not pass."""
+    return "FINISHED" if status in (None, "pass", "warn") else "FAILED"
+
+
+def display_name(artifact: str) -> str:
+    """How a run name shows a judged file: its file name (`/in/model.pt2` → `model.pt2`); a registry or run URI
+    (`models:/digits/3`) as written."""
+    text = artifact.strip().rstrip("/")
+    if re.match(r"(models|runs):/", text):
+        return text
+    return PurePath(text).name or text
+
+
+def parent_run_name(candidate: str, label: str, *, fallback: str) -> str:
+    """`<candidate file> · <outcome>` (`model.pt2 · blocked`), or `<fallback> · <outcome>` when no step named the
+    candidate (the pipeline failed before any verdict)."""
+    return f"{display_name(candidate) if candidate else fallback} · {label}"[:RUN_NAME_LIMIT]
+
+
+def check_rows(verdict: Verdict) -> list[dict[str, Any]]:
+    """The rows of a step run's `checks.json` table: per check its `result` (pass; fail, or warn for a failed
+    check whose severity is `warn`) and the severity only on the rows that failed (a passing check has none)."""
+    rows = []
+    for check in verdict.checks:
+        result = "pass" if check.passed else check.severity
+        rows.append({"name": check.name, "result": result, "value": check.value, "limit": check.limit,
+                     "severity": "" if check.passed else check.severity, "detail": check.detail})
+    return rows
+
+
+def params(settings: Any) -> dict[str, str]:
+    """A step's settings as MLflow params: a dataclass's fields (nested ones and mappings flattened to
+    `a.b`), a namespace's attributes or a mapping's items; values as text (JSON for numbers, booleans, null and
+    lists; strings and paths as they are), keys and values cut to MLflow's limits. Tracking settings
+    (`TRACKING_SETTINGS`) and keys that may hold a secret are left out; at most `MAX_PARAMS`."""
+    out: dict[str, str] = {}
+
+    def put(key: str, value: Any) -> None:
+        leaf = key.rsplit(".", 1)[-1]
+        if not key or leaf in TRACKING_SETTINGS or _SECRET_KEY.search(key) or len(out) >= MAX_PARAMS:
+            return
+        if isinstance(value, str | PurePath):
+            text = str(value)
+        elif isinstance(value, enum.Enum):
+            text = str(value.value)
+        else:
+            text = json.dumps(value, default=str, sort_keys=True)
+        text = _URL_USERINFO.sub("***@", text)
+        if len(text) > PARAM_VALUE_LIMIT:
+            text = text[:PARAM_VALUE_LIMIT - 1] + "…"
+        out[metric_key(key)[:PARAM_KEY_LIMIT]] = text
+
+    def walk(prefix: str, value: Any, depth: int) -> None:
+        items: Any = None
+        if is_dataclass(value) and not isinstance(value, type):
+            items = ((f.name, getattr(value, f.name)) for f in fields(value))
+        elif isinstance(value, Mapping):
+            items = value.items()
+        elif isinstance(value, SimpleNamespace) or type(value).__name__ == "Namespace":
+            items = vars(value).items()
+        if items is None or depth > 4:
+            put(prefix, value)
+            return
+        for name, item in items:
+            walk(f"{prefix}.{name}" if prefix else str(name), item, depth + 1)
+
+    walk("", settings, 0)
+    return out
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    """One input of a step as an MLflow dataset: its name, where it was read (`source`, a path or URI), its
+    SHA-256 and its role in the step (`context`: candidate, source, or the verdict's name for it)."""
+
+    name: str
+    source: str
+    sha256: str
+    context: str
+
+    @property
+    def digest(self) -> str:
+        return self.sha256[:DATASET_DIGEST_LENGTH]
+
+
+def verdict_datasets(verdict: Verdict, paths: Mapping[str, str] | None = None) -> list[DatasetRef]:
+    """What a verdict says its step read, as datasets: the judged artifact (`candidate`), the model it was made
+    from (`source`, when the verdict names its digest), and each input data set (`subject.data`: name → SHA-256),
+    located by `paths` (the step's input of that name, when known) or else named only."""
+    subject = verdict.subject
+    if subject is None:
+        return []
+    refs = [DatasetRef(display_name(subject.artifact), subject.artifact, subject.sha256, "candidate")]
+    if subject.source and subject.source_sha256:
+        refs.append(DatasetRef(display_name(subject.source), subject.source, subject.source_sha256, "source"))
+    for role, sha in subject.data.items():
+        if not sha:
+            continue
+        where = (paths or {}).get(role, "")
+        refs.append(DatasetRef(display_name(where) if where else role, where or role, sha, role))
+    unique: dict[tuple[str, str], DatasetRef] = {}  # a file that is both the candidate and an input: once
+    for r in refs:
+        if SHA256_TEXT.fullmatch(r.sha256):
+            name = r.name[:DATASET_NAME_LIMIT] or r.context
+            unique.setdefault((name, r.sha256), DatasetRef(name, _URL_USERINFO.sub("***@", r.source), r.sha256,
+                                                           r.context))
+    return list(unique.values())
+
+
+SHA256_TEXT = re.compile(r"[0-9a-f]{64}")
 
 
 def table_columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:

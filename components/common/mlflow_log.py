@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -74,7 +75,8 @@ class Tracking:
 
     @contextlib.contextmanager
     def step_run(self, step: str, *, pipeline_run_id: str | None) -> Iterator[StepRun]:
-        """A nested run for `step` under the pipeline's parent run; ended FINISHED, or FAILED on exception.
+        """A nested run for `step` under the pipeline's parent run; ended FINISHED when the verdict it logged
+        passed (`pass`/`warn`, or none was logged), FAILED when it failed or errored, and on exception.
 
         Without a pipeline run id (an ad-hoc CLI call) the parent run is this call's own, and it ends with the
         step: FINISHED for pass/warn, FAILED otherwise, tagged with the outcome like a pipeline's parent run."""
@@ -89,7 +91,7 @@ class Tracking:
         error = ""
         try:
             yield step_run
-            status = "FINISHED"
+            status = conv.run_status(step_run.verdict.status if step_run.verdict is not None else None)
         except BaseException as err:
             error = f"{type(err).__name__}: {err}"
             raise
@@ -148,6 +150,10 @@ class Tracking:
             tags["skewgate.candidate_sha256"] = outcome.digest
         now = int(time.time() * 1000)
         with self.mapped(f"end run {run_id} ({outcome.label})"):
+            # named after what it judged and how that ended (`model.pt2 · blocked`); before any verdict named the
+            # candidate, after the name it was created with (`pipeline-<id> · error`)
+            fallback = self.client.get_run(run_id).info.run_name or run_id
+            tags[conv.RUN_NAME_TAG] = conv.parent_run_name(outcome.candidate, outcome.label, fallback=fallback)
             self.client.log_batch(run_id, metrics=[Metric(conv.metric_key(k), v, now, 0)
                                                    for k, v in outcome.metrics.items()],
                                   tags=[RunTag(k, v) for k, v in tags.items()])
@@ -170,7 +176,47 @@ class StepRun:
     tracking: Tracking
     run_id: str
     step: str
-    verdict: Verdict | None = None  # the last one logged: an ad-hoc call's parent run ends with its status
+    verdict: Verdict | None = None  # the last one logged: the run (and an ad-hoc call's parent) ends with its status
+    # the step's inputs by the names its verdict gives their digests (`subject.data`): where each was read
+    input_paths: dict[str, str] = field(default_factory=dict)
+
+    def log_settings(self, settings: Any) -> dict[str, str]:
+        """The step's settings (its options dataclass, flattened: `conv.params`) as the run's params; returns
+        what was logged. Descriptive, not evidence: a store that refuses them is logged, the step goes on."""
+        from mlflow.entities import Param
+
+        logged = conv.params(settings)
+        items = [Param(k, v) for k, v in logged.items()]
+        try:
+            with self.tracking.mapped(f"log the {self.step} settings"):
+                for start in range(0, len(items), conv.PARAMS_BATCH_LIMIT):
+                    self.tracking.client.log_batch(self.run_id, params=items[start:start + conv.PARAMS_BATCH_LIMIT])
+        except Rejected as err:
+            log.warning("%s: settings not logged as params: %s", self.step, err)
+        return logged
+
+    def log_datasets(self, refs: list[conv.DatasetRef]) -> None:
+        """Each input as an MLflow dataset of the run: metadata only, nothing read or uploaded (what
+        `mlflow.data.meta_dataset.MetaDataset` over a `LocalArtifactDatasetSource` logs: source type `local`, its
+        path or URI; `http` for a URL), its digest the SHA-256's first characters, the full SHA-256 in its profile
+        and, with its role, as input tags. Descriptive like the params: a refusal is logged, the step goes on."""
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        inputs = []
+        for ref in refs:
+            web = ref.source.startswith(("http://", "https://"))
+            dataset = Dataset(name=ref.name, digest=ref.digest, source_type="http" if web else "local",
+                              source=json.dumps({"url": ref.source} if web else {"uri": ref.source}),
+                              profile=json.dumps({"sha256": ref.sha256}))
+            inputs.append(DatasetInput(dataset, tags=[InputTag(conv.DATASET_CONTEXT_TAG, ref.context),
+                                                      InputTag(conv.DATASET_SHA256_TAG, ref.sha256)]))
+        if not inputs:
+            return
+        try:
+            with self.tracking.mapped(f"log the {self.step} inputs"):
+                self.tracking.client.log_inputs(self.run_id, datasets=inputs)
+        except Rejected as err:
+            log.warning("%s: inputs not logged as datasets: %s", self.step, err)
 
     def log_verdict(self, verdict: Verdict, *, envelope: Mapping[str, Any] | None = None) -> None:
         """Metrics `<step>.<check>` (value, or 1/0 for passed when a check has no value), status tags, the
@@ -190,7 +236,8 @@ class StepRun:
                 signed.write_bytes(envelope_bytes(envelope))
                 client.log_artifact(self.run_id, str(signed))
         self.verdict = verdict
-        self.log_table("checks.json", [vars(c) for c in verdict.checks])
+        self.log_datasets(conv.verdict_datasets(verdict, self.input_paths))
+        self.log_table("checks.json", conv.check_rows(verdict))
         self.log_table("tensor_stats.json", [{**vars(s), "shape": list(s.shape)} for s in verdict.stats])
 
     def log_table(self, artifact_file: str, rows: list[dict[str, Any]]) -> None:
@@ -476,8 +523,45 @@ class MlflowRegistry:
                 (Path(tmp) / file_name).write_bytes(data)
             return self.run.log_artifacts(tmp, f"attestations/v{version}")
 
+    def logged_verdict_envelopes(self, pipeline_run_id: str) -> list[dict[str, Any]]:
+        """Every verdict envelope (`<step>.verdict.intoto.jsonl`) logged by a run tagged with this pipeline run,
+        unverified. Which run holds an envelope, and every tag, are unsigned and mean nothing: promote keeps only
+        what a trusted key signed for this pipeline run. A file that is not a bounded DSSE envelope is skipped."""
+        from skewgate.common import attest
+
+        if not conv.RUN_ID_PATTERN.fullmatch(pipeline_run_id):
+            raise InputError("--pipeline-run-id", expected=f"a run id matching {conv.RUN_ID_PATTERN.pattern}",
+                             found=repr(pipeline_run_id))
+        suffix = f".verdict{attest.ENVELOPE_SUFFIX}"
+        envelopes: list[dict[str, Any]] = []
+        query = f"tags.`{conv.PIPELINE_RUN_TAG}` = '{pipeline_run_id}'"
+        with self.tracking.mapped(f"read the signed verdicts of pipeline run {pipeline_run_id}"), \
+                tempfile.TemporaryDirectory() as tmp:
+            runs, token = [], None
+            for _ in range(10):  # 10,000 runs: far beyond any pipeline run's retries
+                page = self.client.search_runs([self.tracking.experiment_id], query, max_results=1000,
+                                               page_token=token)
+                runs += list(page)
+                token = page.token
+                if not token:
+                    break
+            for index, run in enumerate(runs):
+                for info in self.client.list_artifacts(run.info.run_id):
+                    if info.is_dir or not info.path.endswith(suffix) or \
+                            (info.file_size or 0) > attest.MAX_ENVELOPE_BYTES:
+                        continue
+                    target = Path(tmp) / str(index)
+                    target.mkdir(exist_ok=True)
+                    try:
+                        envelopes.append(attest.read_envelope(
+                            self.client.download_artifacts(run.info.run_id, info.path, str(target))))
+                    except (attest.SignatureInvalid, InputError) as err:
+                        log.debug("skipped %s of run %s: %s", info.path, run.info.run_id, err)
+        return envelopes
+
     def logged_verdict_digests(self, pipeline_run_id: str) -> dict[str, str]:
-        """Step → digest of the verdict its run logged under this pipeline run's parent run."""
+        """Step → digest of the verdict its run logged under this pipeline run's parent run. Unsigned tags: for
+        display only, never evidence (promote reads `logged_verdict_envelopes`)."""
         parent = self.tracking.find_parent_run(pipeline_run_id)
         if parent is None:
             return {}

@@ -24,6 +24,17 @@ class Outcome:
     digest: str = ""  # SHA-256 of the candidate (release gate) or of the judged model (nightly, CLI)
     metrics: Mapping[str, float] = field(default_factory=dict)
     tags: Mapping[str, str] = field(default_factory=dict)
+    candidate: str = ""  # the file (or URI) that was judged, as a step named it: the parent run is named after it
+
+
+def candidate_of(verdicts: Mapping[str, Verdict], *, prefer: tuple[str, ...] = ()) -> str:
+    """What the run judged, as the user gave it: the first of the `prefer`red steps' (then any step's) subject
+    source (export's `.pt2`) or artifact; empty when no verdict names one."""
+    ordered = [verdicts[s] for s in prefer if s in verdicts] + [v for s, v in verdicts.items() if s not in prefer]
+    for verdict in ordered:
+        if verdict.subject is not None and (verdict.subject.source or verdict.subject.artifact):
+            return verdict.subject.source or verdict.subject.artifact
+    return ""
 
 
 def release_outcome(verdicts: Mapping[str, Verdict], *, final_state: str = "", final_error: str = "") -> Outcome:
@@ -37,26 +48,30 @@ def release_outcome(verdicts: Mapping[str, Verdict], *, final_state: str = "", f
     tags = {}
     if promote is not None and "version" in promote.details:
         tags["skewgate.model_version"] = str(promote.details["version"])
+    candidate = candidate_of(verdicts, prefer=("export", "promote"))
     if promote is not None and promote.status == "pass":
-        return Outcome("promoted", True, str(promote.details.get("reason", promote.message)), digest, metrics, tags)
+        return Outcome("promoted", True, str(promote.details.get("reason", promote.message)), digest, metrics, tags,
+                       candidate)
     if promote is not None and promote.status == "fail":
-        return Outcome("blocked", False, str(promote.details.get("reason", promote.message)), digest, metrics, tags)
+        return Outcome("blocked", False, str(promote.details.get("reason", promote.message)), digest, metrics, tags,
+                       candidate)
     return Outcome("error", False, _error_reason(verdicts, "promote", final_state, final_error), digest, metrics,
-                   tags)
+                   tags, candidate)
 
 
 def nightly_outcome(verdicts: Mapping[str, Verdict], *, final_state: str = "", final_error: str = "") -> Outcome:
     """pass (FINISHED) on a drift `pass`/`warn`, drift (FAILED) on `fail`, error otherwise."""
     verdict = verdicts.get("nightly-drift")
     metrics = _step_metrics(verdicts)
+    candidate = candidate_of(verdicts, prefer=("nightly-drift",))
     if verdict is None or verdict.status == "error":
         return Outcome("error", False, _error_reason(verdicts, "nightly-drift", final_state, final_error),
-                       metrics=metrics)
+                       metrics=metrics, candidate=candidate)
     digest = verdict.subject.sha256 if verdict.subject is not None else ""
     tags = {"skewgate.model_version": str(verdict.details["model_version"])} if "model_version" in verdict.details \
         else {}
     label: Label = "drift" if verdict.status == "fail" else "pass"
-    return Outcome(label, label == "pass", verdict.message, digest, metrics, tags)
+    return Outcome(label, label == "pass", verdict.message, digest, metrics, tags, candidate)
 
 
 def step_outcome(verdict: Verdict | None, *, error: str = "") -> Outcome:
@@ -65,7 +80,7 @@ def step_outcome(verdict: Verdict | None, *, error: str = "") -> Outcome:
         return Outcome("error", False, error or "the step recorded no verdict")
     digest = verdict.subject.sha256 if verdict.subject is not None else ""
     return Outcome(verdict.status, verdict.status in {"pass", "warn"}, verdict.message, digest,
-                   _step_metrics({verdict.step: verdict}))
+                   _step_metrics({verdict.step: verdict}), candidate=candidate_of({verdict.step: verdict}))
 
 
 def pipeline_outcome(pipeline: str, verdicts: Mapping[str, Verdict], *, final_state: str = "",

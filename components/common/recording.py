@@ -2,24 +2,41 @@
 
 Whatever happens, a `Verdict` comes back: an exception during evaluation becomes status `error` (could not
 evaluate), and so does a failure to record it (an unrecorded verdict must not count as evidence).
+
+A verdict is signed with where it was recorded (`attest.RunContext`: the pipeline run id, the step's MLflow run id,
+the time). `evaluate_and_record` remembers that context for the verdict it returns, so that the envelope the CLI
+writes beside `--report` and the one the KFP component outputs (`sign_verdict(verdict)`, later in the same
+process) are byte for byte the one logged in the step run.
+
+Every step run also shows how the step was set up and what it read: its settings as params (logged before it
+evaluates, so a step that errors shows them too) and its inputs as datasets (from the verdict's subject, located
+by path where the step's inputs are known). The settings are the `settings` a caller passes (its options
+dataclass); without them, what `evaluate` was built from (`settings_of`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, fields, is_dataclass
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from skewgate.common.errors import SkewgateError
 from skewgate.common.verdict import Verdict
 
 if TYPE_CHECKING:
+    from skewgate.common.attest import RunContext
     from skewgate.common.mlflow_log import StepRun
 
 log = logging.getLogger(__name__)
 Evaluate = Callable[["StepRun | None"], Verdict]
+# verdict digest → the run context it was recorded in (bounded: a process records a handful of verdicts)
+_CONTEXTS: OrderedDict[str, RunContext] = OrderedDict()
+_MAX_CONTEXTS = 256
 
 
 @dataclass(frozen=True)
@@ -45,10 +62,54 @@ def _step_run(step: str, tracking: TrackingOptions) -> Iterator[StepRun | None]:
         yield run
 
 
-def evaluate_and_record(step: str, evaluate: Evaluate, tracking: TrackingOptions) -> Verdict:
+def settings_of(evaluate: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(settings, input paths) that `evaluate` was built from, read from the variables it closes over: the step's
+    options dataclass (`options`: its fields; another `…Options`: under its name), the CLI's parsed arguments (their
+    attributes) and plain values (text, numbers, flags, paths) by name. Input paths are the path-like values
+    (and a KFP artifact's `.path`) by name: they locate the inputs a verdict names (`inputs`, `eval`, …)."""
+    code = getattr(evaluate, "__code__", None)
+    names = code.co_freevars if code is not None else ()
+    settings: dict[str, Any] = {}
+    paths: dict[str, str] = {}
+    for name, cell in zip(names, getattr(evaluate, "__closure__", None) or (), strict=False):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # a variable not bound yet
+            continue
+        if is_dataclass(value) and not isinstance(value, type):
+            if name == "options":
+                settings.update({f.name: getattr(value, f.name) for f in fields(value)})
+            elif type(value).__name__.endswith("Options"):
+                settings[name] = value
+            continue  # other records (a subject, a result) are what the step works on, not how
+        named = vars(value).items() if type(value).__name__ == "Namespace" else [(name, value)]
+        for key, item in named:
+            if _plain(item):
+                settings[key] = item
+            if isinstance(item, str | PurePath) and item:
+                paths[key] = str(item)
+            elif isinstance(getattr(item, "path", None), str):  # a KFP Input[…] artifact
+                paths[key] = item.path
+    return settings, paths
+
+
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool | PurePath) or (
+        isinstance(value, tuple | list) and all(isinstance(v, str | int | float | bool) for v in value))
+
+
+def evaluate_and_record(step: str, evaluate: Evaluate, tracking: TrackingOptions, *, settings: Any = None,
+                        inputs: Mapping[str, str | PurePath] | None = None) -> Verdict:
+    """`evaluate` inside the step's MLflow run (when `tracking` has a URI), its verdict recorded there. `settings`
+    (the step's options dataclass, or a mapping) become the run's params and `inputs` (name → path, by the names
+    the verdict's subject gives their digests) locate its datasets; each defaults to what `evaluate` closes over."""
     verdict: Verdict | None = None
     try:
         with _step_run(step, tracking) as run:
+            if run is not None:
+                found, paths = settings_of(evaluate)
+                run.input_paths.update({**paths, **{k: str(v) for k, v in (inputs or {}).items()}})
+                run.log_settings(found if settings is None else settings)
             try:
                 verdict = evaluate(run)
             except SkewgateError as err:
@@ -56,20 +117,37 @@ def evaluate_and_record(step: str, evaluate: Evaluate, tracking: TrackingOptions
             except Exception as err:  # a bug or an unexpected library error: still "could not evaluate"
                 log.debug("unexpected error in %s", step, exc_info=True)
                 verdict = Verdict.error(step, f"{type(err).__name__}: {err}")
+            context = _remember(verdict, tracking, run)
             if run is not None:
-                run.log_verdict(verdict, envelope=sign_verdict(verdict, tracking.signing_key))
+                run.log_verdict(verdict, envelope=sign_verdict(verdict, tracking.signing_key, context=context))
     except SkewgateError as err:  # MLflow unreachable or failing: the step's answer could not be recorded
         prior = f"{verdict.message}; " if verdict is not None and verdict.status == "error" else ""
         verdict = Verdict.error(step, f"{prior}{err}")
     return verdict
 
 
-def sign_verdict(verdict: Verdict, signing_key: str = "") -> dict[str, Any] | None:
-    """The DSSE envelope of `verdict` when a signing key is configured (and the verdict is about an artifact);
-    deterministic, so every writer of the same verdict writes the same envelope."""
+def _remember(verdict: Verdict, tracking: TrackingOptions, run: StepRun | None) -> RunContext:
+    """The run context `verdict` is recorded (and signed) in, remembered for `sign_verdict`."""
+    from skewgate.common.attest import RunContext
+
+    context = RunContext(pipeline_run_id=tracking.pipeline_run_id, step_run_id=run.run_id if run else "",
+                         recorded_at_ms=time.time_ns() // 1_000_000)
+    digest = verdict.digest()
+    _CONTEXTS[digest] = context
+    _CONTEXTS.move_to_end(digest)
+    while len(_CONTEXTS) > _MAX_CONTEXTS:
+        _CONTEXTS.popitem(last=False)
+    return context
+
+
+def sign_verdict(verdict: Verdict, signing_key: str = "", *,
+                 context: RunContext | None = None) -> dict[str, Any] | None:
+    """The DSSE envelope of `verdict` when a signing key is configured (and the verdict is about an artifact),
+    signed with its run context: `context`, else the one `evaluate_and_record` recorded it in, else none (an
+    ad-hoc verdict). Deterministic, so every writer of the same recorded verdict writes the same envelope."""
     from skewgate.common import attest
 
     key = attest.signing_key_from_env(signing_key or None)
     if key is None or verdict.subject is None or verdict.status == "error":
         return None
-    return attest.sign(attest.verdict_statement(verdict), key)
+    return attest.sign(attest.verdict_statement(verdict, context or _CONTEXTS.get(verdict.digest())), key)

@@ -3,7 +3,9 @@
 `decide` judges the evidence. For every required step: a verdict exists; its status (re-derived from its checks
 when it was read) is `pass` (`warn` only when allowed); it is about the very file being promoted (its subject
 SHA-256 equals the digest recomputed now); a trusted key signed exactly that verdict about exactly that digest;
-and, inside a pipeline run, it is the verdict that step's run logged in that run (no replay from another run).
+and, inside a pipeline run, it was signed for that pipeline run (no replay from another run) and no later verdict
+of the step signed for that run supersedes it (a retry counts its latest attempt). Only signed statements are
+evidence: MLflow tags, and which run holds which envelope, are not.
 
 `promote` then acts on the registry in an order chosen so that a crash anywhere leaves the alias where it was
 or on a version whose evidence is complete: version (found by digest, or registered) → evidence tags and the
@@ -19,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from skewgate.common import attest
 from skewgate.common.errors import BackendError, Inconsistent, InputError, check_read_back
@@ -32,6 +34,12 @@ STEP = "promote"
 OUTCOME_TAGS = ("skewgate.promotion.status", "skewgate.promotion.reason")
 ATTESTATION_URI_TAG = "skewgate.attestation.uri"
 INT8_SUFFIX = "-int8"
+
+
+class PipelineRegistry(Registry, Protocol):
+    """The registry, and the verdict envelopes logged inside a pipeline run (unverified: promote checks them)."""
+
+    def logged_verdict_envelopes(self, pipeline_run_id: str) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -106,9 +114,10 @@ def load_evidence(directory: str | Path) -> dict[str, Evidence]:
 
 
 def decide(evidence: Mapping[str, Evidence], *, artifact_sha256: str, policy: Policy,
-           logged: Mapping[str, str] | None = None) -> list[Check]:
-    """One check per required step; `logged` maps step → digest of the verdict its run logged in this pipeline
-    run (None: not inside a pipeline run, so signatures alone decide)."""
+           logged: Sequence[Mapping[str, Any]] = ()) -> list[Check]:
+    """One check per required step. Inside a pipeline run (`policy.pipeline_run_id`) each verdict must be signed
+    for that run, and `logged` (the envelopes MLflow holds for it, unverified) must hold no later verdict of the
+    step signed for that run; an envelope no trusted key signed for this run is ignored."""
     accepted = {"pass", "warn"} if policy.allow_warn else {"pass"}
     checks = []
     for step in policy.required:  # no required steps → no checks → fail (empty means fail)
@@ -122,27 +131,52 @@ def decide(evidence: Mapping[str, Evidence], *, artifact_sha256: str, policy: Po
         digest = verdict.subject.sha256 if verdict.subject else None
         if digest != artifact_sha256:
             reasons.append(f"verdict judged sha256 {digest or '(none)'} but the file to promote is {artifact_sha256}")
-        reasons += _signature_problems(item, artifact_sha256, policy)
-        if logged is not None and logged.get(step) != verdict.digest():
-            reasons.append(f"not the verdict the {step} step logged in pipeline run {policy.pipeline_run_id}"
-                           if step in logged else f"no {step} step run in pipeline run {policy.pipeline_run_id}")
+        reasons += _signature_problems(item, artifact_sha256, policy, logged)
         checks.append(Check(f"evidence.{step}", passed=not reasons, value=float(not reasons), limit=1.0,
                             detail="; ".join(reasons) or f"{verdict.status}, same artifact"
                             + (", signed" if item.envelope is not None and policy.trusted_keys else "")))
     return checks
 
 
-def _signature_problems(item: Evidence, artifact_sha256: str, policy: Policy) -> list[str]:
+def _signature_problems(item: Evidence, artifact_sha256: str, policy: Policy,
+                        logged: Sequence[Mapping[str, Any]]) -> list[str]:
     if not policy.trusted_keys:
         return [] if policy.allow_unsigned else ["no trusted public keys given: unsigned evidence is refused "
                                                  "(--trusted-key, or --allow-unsigned for local experiments)"]
     if item.envelope is None:
         return [item.envelope_problem or "unsigned"]
     try:
-        attest.verify_verdict(item.verdict, item.envelope, policy.trusted_keys, artifact_sha256=artifact_sha256)
+        signed = attest.verified_verdict(item.verdict, item.envelope, policy.trusted_keys,
+                                         artifact_sha256=artifact_sha256, pipeline_run_id=policy.pipeline_run_id)
     except attest.SignatureInvalid as err:
         return [f"signature: {err}"]
+    if policy.pipeline_run_id:
+        later = _later_signed_verdict(signed, logged, policy)
+        if later is not None:
+            return [f"superseded: pipeline run {policy.pipeline_run_id} holds a later signed {signed.step} verdict "
+                    f"({later.status}, step run {later.context.step_run_id or '(none)'}) than this one (step run "
+                    f"{signed.context.step_run_id or '(none)'}); a retry counts its latest attempt"]
     return []
+
+
+def _later_signed_verdict(signed: attest.SignedVerdict, logged: Sequence[Mapping[str, Any]],
+                          policy: Policy) -> attest.SignedVerdict | None:
+    """The newest verdict of the same step a trusted key signed for this pipeline run, when it is not `signed`
+    (a tie between two different statements is not resolved in the presented one's favour)."""
+    assert policy.trusted_keys
+    newest: attest.SignedVerdict | None = None
+    for envelope in logged:
+        try:
+            other = attest.open_verdict(envelope, policy.trusted_keys)
+        except (attest.SignatureInvalid, AttributeError, TypeError, ValueError):
+            continue  # unsigned, forged or malformed: not evidence, whatever run holds it
+        if other.step != signed.step or other.context.pipeline_run_id != policy.pipeline_run_id \
+                or other.statement == signed.statement:
+            continue
+        if other.context.recorded_at_ms >= signed.context.recorded_at_ms and \
+                (newest is None or other.context.recorded_at_ms > newest.context.recorded_at_ms):
+            newest = other
+    return newest
 
 
 def promote(
@@ -150,7 +184,7 @@ def promote(
     model_name: str,
     onnx: str | Path,
     verdicts_dir: str | Path,
-    registry: Registry,
+    registry: PipelineRegistry,
     policy: Policy,
     alias: str,
     version: str | None = None,
@@ -175,7 +209,9 @@ def promote(
         if not registry.version_exists(model_name, version):
             raise InputError("--version", field=version, expected=f"a version of {model_name}",
                              found="no such version")
-    logged = registry.logged_verdict_digests(policy.pipeline_run_id) if policy.pipeline_run_id else None
+    # Unsigned tags are never evidence: only envelopes, and only what a trusted key signed in them, count.
+    logged = (registry.logged_verdict_envelopes(policy.pipeline_run_id)
+              if policy.pipeline_run_id and policy.trusted_keys else [])
     checks = decide(evidence, artifact_sha256=sha, policy=policy, logged=logged)
     int8_sha = None
     if int8 is not None:

@@ -1,6 +1,11 @@
-"""The stored form of a DSSE envelope: the same bytes from every writer, and the same bytes as before."""
+"""The stored form of a DSSE envelope (the same bytes from every writer, and as before) and the run context signed
+with a verdict."""
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from skewgate.common import attest
+from skewgate.common.verdict import Check, Subject, Verdict
 
 ENVELOPE = {"payloadType": attest.PAYLOAD_TYPE, "payload": "eyJfdHlwZSI6ICJ4In0=",
             "signatures": [{"sig": "c2ln", "keyid": "ab" * 32}]}
@@ -18,3 +23,42 @@ def test_the_envelope_file_beside_a_verdict_holds_the_same_bytes(tmp_path):
     assert path.name == "export.intoto.jsonl"
     assert path.read_bytes() == STORED
     assert attest.read_envelope(path) == ENVELOPE
+
+
+def _key() -> attest.SigningKey:
+    key = Ed25519PrivateKey.generate()
+    return attest.SigningKey(key, attest.keyid(key.public_key()))
+
+
+def _verdict():
+    return Verdict.from_checks("export", [Check("c", passed=True)], subject=Subject("m.onnx", "ab" * 32))
+
+
+def test_the_run_context_is_signed_with_the_verdict_and_checked_against_the_pipeline_run():
+    key, verdict = _key(), _verdict()
+    trusted = {key.keyid: key.key.public_key()}
+    context = attest.RunContext("run-a", "step-run-1", 1_000)
+    envelope = attest.sign(attest.verdict_statement(verdict, context), key)
+    signed = attest.verified_verdict(verdict, envelope, trusted, artifact_sha256="ab" * 32, pipeline_run_id="run-a")
+    assert signed.context == context and signed.step == "export" and signed.status == "pass"
+    with pytest.raises(attest.SignatureInvalid, match="signed for pipeline run run-a, not this pipeline run run-b"):
+        attest.verify_verdict(verdict, envelope, trusted, artifact_sha256="ab" * 32, pipeline_run_id="run-b")
+
+
+def test_an_ad_hoc_statement_is_the_one_signed_before_run_binding_and_verifies_by_signature_alone():
+    key, verdict = _key(), _verdict()
+    trusted = {key.keyid: key.key.public_key()}
+    statement = attest.verdict_statement(verdict, attest.RunContext(recorded_at_ms=5))
+    assert statement == attest.verdict_statement(verdict)
+    assert statement["subject"][0] == {"name": "m.onnx", "digest": {"sha256": "ab" * 32}}
+    envelope = attest.sign(statement, key)
+    assert attest.verify_verdict(verdict, envelope, trusted, artifact_sha256="ab" * 32) == key.keyid
+    with pytest.raises(attest.SignatureInvalid, match="signed for no pipeline run"):
+        attest.verify_verdict(verdict, envelope, trusted, artifact_sha256="ab" * 32, pipeline_run_id="run-b")
+
+
+def test_malformed_run_annotations_are_refused():
+    statement = attest.verdict_statement(_verdict(), attest.RunContext("run-a", "s", 1))
+    statement["subject"][0]["annotations"][attest.RECORDED_AT_ANNOTATION] = "late"
+    with pytest.raises(attest.SignatureInvalid, match="malformed run annotations"):
+        attest.run_context(statement)

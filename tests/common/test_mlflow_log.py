@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 from mlflow import MlflowClient
 
+from skewgate.common import mlflow_conventions as conv
 from skewgate.common import mlflow_log
 from skewgate.common.errors import Inconsistent, InputError, Rejected, Unreachable
 from skewgate.common.io import sha256_file
-from skewgate.common.verdict import Check, Verdict
+from skewgate.common.verdict import Check, Subject, Verdict
 
 
 @pytest.fixture
@@ -200,8 +201,6 @@ def test_fetch_registered_onnx_finds_the_file_by_its_evidence_digest(tracking, t
 
 
 def _promote_verdict(status, *, sha="c0ffee" * 10 + "c0ff"):
-    from skewgate.common.verdict import Subject
-
     return Verdict.from_checks("promote", [Check("evidence.export", passed=status == "pass")],
                                subject=Subject(artifact="m.onnx", sha256=sha),
                                details={"version": "3", "reason": f"reason for {status}"})
@@ -227,6 +226,7 @@ def test_pipeline_parent_run_ends_with_its_outcome(tracking, status, outcome, ru
     assert result.label == outcome
     assert parent.info.status == run_status and parent.info.end_time
     assert parent.data.tags["skewgate.outcome"] == outcome
+    assert parent.info.run_name == f"m.onnx · {outcome}"  # promote's subject: export named no candidate here
     assert parent.data.tags["skewgate.candidate_sha256"] == "c0ffee" * 10 + "c0ff"
     assert parent.data.tags["skewgate.reason"] == f"reason for {status}"
     assert parent.data.tags["skewgate.model_version"] == "3"
@@ -248,6 +248,8 @@ def test_a_run_whose_steps_logged_nothing_ends_failed_with_kfps_reason(tracking)
                                    final_error="importer failed")
     void = _parent(tracking, "job-void")
     assert void.info.status == "FAILED"
+    assert void.info.run_name == "pipeline-job-void · error"  # no verdict named the candidate
+    assert parent.info.run_name == "pipeline-job-err · error"
     assert "no promote verdict" in void.data.tags["skewgate.reason"]
     assert "importer failed" in void.data.tags["skewgate.reason"]
 
@@ -260,6 +262,7 @@ def test_an_ad_hoc_cli_parent_run_ends_with_its_step(tracking, status, run_statu
     runs = tracking.client.search_runs([tracking.experiment_id], "tags.`skewgate.role` = 'pipeline'")
     assert [r.info.status for r in runs] == [run_status]
     assert runs[0].data.tags["skewgate.outcome"] == status
+    assert runs[0].info.run_name == f"m.onnx · {status}"
 
 
 def test_an_ad_hoc_step_that_raises_leaves_nothing_running(tracking):
@@ -302,3 +305,108 @@ def test_nightly_statistics_chart_across_nights(tracking):
     assert [(m.step, m.value) for m in series] == [(20787, 0.0), (20788, pytest.approx(0.3))]
     assert series[1].timestamp == 1796090400000  # the night's run date, not when it was logged
     assert [m.value for m in tracking.client.get_metric_history(history[0].info.run_id, "drift.ks_drift")] == [0, 3]
+
+
+@pytest.mark.parametrize(("status", "run_status"), [
+    ("pass", "FINISHED"), ("warn", "FINISHED"), ("fail", "FAILED"), ("error", "FAILED"),
+])
+def test_a_step_run_ends_with_its_verdicts_status(tracking, status, run_status):
+    """A failing step is red under its red parent, never FINISHED (green)."""
+    if status == "error":
+        verdict = Verdict.error("export", "could not read the model")
+    else:
+        verdict = Verdict.from_checks("export", [Check("a", passed=status == "pass",
+                                                       severity="warn" if status == "warn" else "fail")],
+                                      subject=None)
+    with tracking.step_run("export", pipeline_run_id=f"job-{status}") as run:
+        run.log_verdict(verdict)
+    assert tracking.client.get_run(run.run_id).info.status == run_status
+
+
+def test_the_parent_run_is_named_after_the_candidate_and_its_outcome(tracking):
+    sha = "be" * 32
+    export = Verdict.from_checks("export", [Check("a", passed=True)],
+                                 subject=Subject(artifact="/work/kfp/out/onnx_model", sha256=sha,
+                                                 source="/data/candidates/model.pt2", source_sha256="5a" * 32))
+    for job, status in (("job-b", "fail"), ("job-p", "pass")):
+        for step, verdict in (("export", export), ("promote", _promote_verdict(status))):
+            with tracking.step_run(step, pipeline_run_id=job) as run:
+                run.log_verdict(verdict)
+        mlflow_log.finish_pipeline_run(tracking, job, pipeline="release-gate")
+    assert _parent(tracking, "job-b").info.run_name == "model.pt2 · blocked"
+    assert _parent(tracking, "job-p").info.run_name == "model.pt2 · promoted"
+    steps = tracking.client.search_runs([tracking.experiment_id], "tags.`skewgate.step` = 'promote'")
+    assert sorted(r.info.status for r in steps) == ["FAILED", "FINISHED"]
+
+
+def test_checks_table_gives_a_severity_only_to_failing_rows(tracking, tmp_path):
+    verdict = Verdict.from_checks("export", [Check("ok", passed=True, value=1.0, limit=2.0),
+                                             Check("thin", passed=False, severity="warn"),
+                                             Check("broken", passed=False)], subject=None)
+    with tracking.step_run("export", pipeline_run_id="job-checks") as run:
+        run.log_verdict(verdict)
+    with open(tracking.client.download_artifacts(run.run_id, "checks.json", str(tmp_path))) as handle:
+        table = json.load(handle)
+    rows = {row[table["columns"].index("name")]: dict(zip(table["columns"], row, strict=True))
+            for row in table["data"]}
+    assert (rows["ok"]["result"], rows["ok"]["severity"]) == ("pass", "")
+    assert (rows["thin"]["result"], rows["thin"]["severity"]) == ("warn", "warn")
+    assert (rows["broken"]["result"], rows["broken"]["severity"]) == ("fail", "fail")
+
+
+def test_inputs_are_logged_as_datasets_with_source_and_digest(tracking):
+    sha, source_sha, data_sha = "ab" * 32, "cd" * 32, "ef" * 32
+    verdict = Verdict.from_checks("parity", [Check("a", passed=True)], subject=Subject(
+        artifact="/in/model.onnx", sha256=sha, source="/in/model.pt2", source_sha256=source_sha,
+        data={"inputs": data_sha, "missing": ""}))
+    with tracking.step_run("parity", pipeline_run_id="job-ds") as run:
+        run.input_paths["inputs"] = "/in/eval.npz"
+        run.log_verdict(verdict)
+    inputs = tracking.client.get_run(run.run_id).inputs.dataset_inputs
+    found = {i.dataset.name: (i.dataset, {t.key: t.value for t in i.tags}) for i in inputs}
+    assert set(found) == {"model.onnx", "model.pt2", "eval.npz"}
+    dataset, tags = found["eval.npz"]
+    assert json.loads(dataset.source) == {"uri": "/in/eval.npz"} and dataset.source_type == "local"
+    assert dataset.digest == data_sha[:12] and json.loads(dataset.profile) == {"sha256": data_sha}
+    assert tags == {"mlflow.data.context": "inputs", "skewgate.sha256": data_sha}
+    assert found["model.onnx"][1]["mlflow.data.context"] == "candidate"
+    assert found["model.pt2"][1]["skewgate.sha256"] == source_sha
+
+
+def test_settings_are_flattened_into_params_within_mlflows_limits():
+    from dataclasses import dataclass, field
+
+    @dataclass(frozen=True)
+    class Limits:
+        floor: float | None = None
+
+    @dataclass(frozen=True)
+    class Options:
+        alias: str = "champion"
+        tolerances: tuple[str, ...] = ("out=1e-3,1e-5",)
+        limits: dict = field(default_factory=lambda: {"accuracy": Limits(0.9)})
+        note: str = "x" * 7000
+        triton_url: str = "http://user:hunter2@triton:8000"
+        api_token: str = "s3cret"
+        tracking_uri: str = "sqlite:///m.db"
+
+    params = conv.params(Options())
+    assert params["alias"] == "champion"
+    assert params["tolerances"] == '["out=1e-3,1e-5"]'
+    assert params["limits.accuracy.floor"] == "0.9"
+    assert len(params["note"]) == conv.PARAM_VALUE_LIMIT and params["note"].endswith("…")
+    assert params["triton_url"] == "http://***@triton:8000"
+    assert "api_token" not in params and "tracking_uri" not in params
+
+
+def test_step_settings_are_logged_as_params(tracking):
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Options:
+        max_samples: int = 64
+        allow_pickle: bool = False
+
+    with tracking.step_run("export", pipeline_run_id="job-params") as run:
+        assert run.log_settings(Options()) == {"max_samples": "64", "allow_pickle": "false"}
+    assert tracking.client.get_run(run.run_id).data.params == {"max_samples": "64", "allow_pickle": "false"}

@@ -61,7 +61,10 @@ def test_the_verdict_and_its_envelope_are_recorded_in_the_step_run(tmp_path):
     with open(envelope, "rb") as handle:
         assert handle.read() == expected
     trusted = attest.load_trusted_keys([tmp_path / "keys" / attest.PUBLIC_KEY_FILE])
-    assert attest.verify_verdict(verdict, json.loads(expected), trusted, artifact_sha256=SUBJECT.sha256)
+    assert attest.verify_verdict(verdict, json.loads(expected), trusted, artifact_sha256=SUBJECT.sha256,
+                                 pipeline_run_id="job-1")
+    context = attest.open_verdict(json.loads(expected), trusted).context  # the signature binds both runs
+    assert (context.pipeline_run_id, context.step_run_id) == ("job-1", run.info.run_id)
 
 
 def test_an_unreachable_tracking_server_makes_the_verdict_an_error_naming_it():
@@ -114,3 +117,59 @@ def test_only_a_judgement_about_an_artifact_is_signed(tmp_path, verdict, signed)
 def test_without_a_key_nothing_is_signed(monkeypatch):
     monkeypatch.delenv(attest.SIGNING_KEY_ENV, raising=False)
     assert sign_verdict(passing(None)) is None
+
+
+def test_a_failing_verdict_ends_its_step_run_failed_and_a_passing_one_finished(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    failing = Verdict.from_checks("export", [Check("opset", passed=False)], subject=SUBJECT)
+    assert evaluate_and_record("export", lambda run: failing, TrackingOptions(uri=uri, pipeline_run_id="j1")
+                               ).status == "fail"
+    assert evaluate_and_record("export", passing, TrackingOptions(uri=uri, pipeline_run_id="j2")).status == "pass"
+    _, runs = _runs(uri)
+    assert {r.data.tags["skewgate.status"]: r.info.status for r in runs} == {"fail": "FAILED", "pass": "FINISHED"}
+
+
+def test_the_steps_settings_and_inputs_are_logged_from_what_it_was_built_with(tmp_path):
+    """The export step's entry (components/export/run.py) closes over its options dataclass and its input paths:
+    every step run gets them as params and datasets without logging them itself."""
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class ExportOptions:
+        tolerances: tuple[str, ...] = ()
+        max_samples: int = 64
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    data = tmp_path / "eval.npz"
+    data.write_bytes(b"x")
+    subject = Subject(artifact=str(tmp_path / "model.onnx"), sha256="ab" * 32, data={"inputs": "cd" * 32},
+                      source=str(tmp_path / "model.pt2"), source_sha256="ef" * 32)
+
+    def run(*, model, inputs, options):
+        def evaluate(_run):
+            assert (model, inputs, options) is not None
+            return Verdict.from_checks("export", [Check("opset", passed=True)], subject=subject)
+
+        return evaluate_and_record("export", evaluate, TrackingOptions(uri=uri, pipeline_run_id="job-s"))
+
+    assert run(model=tmp_path / "model.pt2", inputs=data, options=ExportOptions(max_samples=8)).status == "pass"
+    client, [logged] = _runs(uri)
+    assert logged.data.params == {"tolerances": "[]", "max_samples": "8", "model": str(tmp_path / "model.pt2"),
+                                  "inputs": str(data)}
+    datasets = {i.dataset.name: i for i in client.get_run(logged.info.run_id).inputs.dataset_inputs}
+    assert set(datasets) == {"model.onnx", "model.pt2", "eval.npz"}
+    assert json.loads(datasets["eval.npz"].dataset.source) == {"uri": str(data)}
+    assert datasets["eval.npz"].dataset.digest == "cd" * 6
+
+
+def test_explicit_settings_are_logged_even_when_the_step_errors(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+    def evaluate(run):
+        raise InputError("model.pt2", expected="a torch.export program", found="no such file")
+
+    verdict = evaluate_and_record("export", evaluate, TrackingOptions(uri=uri, pipeline_run_id="job-e"),
+                                  settings={"max_samples": 8, "tracking_uri": uri})
+    assert verdict.status == "error"
+    _, [logged] = _runs(uri)
+    assert logged.data.params == {"max_samples": "8"} and logged.info.status == "FAILED"

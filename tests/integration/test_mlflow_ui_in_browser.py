@@ -26,9 +26,10 @@ def experiment(mlflow_url):
 
 def test_the_link_opens_the_runs_table_with_both_pipeline_runs(experiment, mlflow_url):
     link = mlflow_log.runs_table_link(mlflow_url, experiment.experiment_id)
-    href, text = visible_text(link, until=lambda _h, t: "pipeline-job-promoted" in t and "pipeline-job-blocked" in t)
+    # parent runs are named after the candidate and the outcome
+    href, text = visible_text(link, until=lambda _h, t: "m.onnx · promoted" in t and "m.onnx · blocked" in t)
     assert "/runs" in href and "overview" not in href
-    assert "pipeline-job-promoted" in text and "pipeline-job-blocked" in text
+    assert "m.onnx · promoted" in text and "m.onnx · blocked" in text
     tags = experiment.client.get_experiment(experiment.experiment_id).tags
     assert tags["mlflow.experimentKind"] == "custom_model_development"
 

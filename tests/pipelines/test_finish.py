@@ -24,6 +24,9 @@ def test_finish_ends_the_parent_run(tmp_path, capsys, passed, code, status, outc
     parent = MlflowClient(uri).get_run(tracking.find_parent_run("scripted-1"))
     assert parent.info.status == status
     assert parent.data.tags["skewgate.outcome"] == outcome
+    assert parent.info.run_name == f"m.onnx · {outcome}"  # the candidate and its outcome, not `pipeline-<id>`
+    step = MlflowClient(uri).get_run(run.run_id)
+    assert step.info.status == status  # a blocked promote is red under its red parent, a promoted one green
 
 
 def test_finish_without_a_tracking_uri_exits_2(capsys, monkeypatch):

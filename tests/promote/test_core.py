@@ -40,13 +40,15 @@ def onnx_file(tmp_path, tiny_onnx):
     return path
 
 
-def _write(directory, *verdicts, key=PIPELINE_KEY):
-    """Each verdict and, unless `key` is None, its envelope signed with `key`, as the steps write them."""
+def _write(directory, *verdicts, key=PIPELINE_KEY, context=None):
+    """Each verdict and, unless `key` is None, its envelope signed with `key` (in the run `context`: none for an
+    ad-hoc verdict), as the steps write them."""
     directory.mkdir(exist_ok=True)
     for verdict in verdicts:
         path = verdict.write(directory / f"{verdict.step}.json")
         if key is not None:
-            attest.write_envelope(attest.sign(attest.verdict_statement(verdict), key), attest.envelope_path(path))
+            attest.write_envelope(attest.sign(attest.verdict_statement(verdict, context), key),
+                                  attest.envelope_path(path))
     return directory
 
 

@@ -2,9 +2,11 @@
 
 Each case ends refused (or as bad input) with the alias where it was and the champion's evidence untouched."""
 
+import base64
 import hashlib
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from skewgate.promote.core import promote as promote_core
 from tests.common.test_io import deadline
 from tests.promote.fake_registry import MUTATIONS, CrashingRegistry, FakeRegistry
 from tests.promote.test_core import (
+    FAILING,
     NAME,
     OTHER_KEY,
     PASSING,
@@ -91,19 +94,86 @@ def test_a_signed_verdict_about_another_artifact_is_refused(onnx_file, tmp_path,
     assert "the file to promote is" in result.message and "signed for artifact sha256 fff" in result.message
 
 
-def test_a_verdict_replayed_from_another_pipeline_run_is_refused(onnx_file, tmp_path, champion):
-    verdict = _verdict("export", PASSING, sha256_file(onnx_file))
-    verdicts = _write(tmp_path / "v", verdict)
-    champion.logged = {"run-1": {"export": verdict.digest()}, "run-2": {"export": "e" * 64}}
+def _signed(verdict, context, key=PIPELINE_KEY):
+    return attest.sign(attest.verdict_statement(verdict, context), key)
+
+
+RUN_A = attest.RunContext("run-a", "step-run-1", 1_000)
+RUN_B = attest.RunContext("run-b", "step-run-2", 2_000)
+
+
+def test_a_verdict_signed_for_another_pipeline_run_is_refused_naming_the_step_and_both_runs(onnx_file, tmp_path,
+                                                                                           champion):
+    before = dict(champion.versions[NAME]["1"])
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)), context=RUN_A)
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion,
+                     pipeline_run_id="run-b")
+    assert result.status == "fail"
+    assert re.search(r"evidence\.export: signature: signed for pipeline run run-a, not this pipeline run run-b",
+                     result.message)
+    _unchanged(champion, before)
     assert promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion,
-                   pipeline_run_id="run-1").status == "pass"
-    champion.aliases[NAME]["champion"] = "1"
+                   pipeline_run_id="run-a").status == "pass"  # in its own pipeline run it counts
+
+
+def test_an_ad_hoc_verdict_is_refused_inside_a_pipeline_run_and_judged_by_signature_alone_outside(
+        onnx_file, tmp_path, champion):
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))  # no run context
+    statement = json.loads(base64.b64decode(json.loads((verdicts / "export.intoto.jsonl").read_text())["payload"]))
+    assert "annotations" not in statement["subject"][0]  # the statement as signed before run binding
     result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion,
-                     pipeline_run_id="run-2")
-    assert result.status == "fail" and "not the verdict the export step logged in pipeline run run-2" in result.message
+                     pipeline_run_id="run-b")
+    assert result.status == "fail" and "signed for no pipeline run (an ad-hoc verdict)" in result.message
+    assert promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion).status == "pass"
+
+
+def test_unsigned_tags_and_envelopes_in_other_runs_change_nothing(onnx_file, tmp_path, champion):
+    """This run's export failed. An old pass (signed for run A), its digest copied into a tag of a hand-made step
+    run of run B, its envelope copied there too, and a pass signed by an untrusted key: all ignored."""
+    before = dict(champion.versions[NAME]["1"])
+    sha = sha256_file(onnx_file)
+    old_pass = _verdict("export", PASSING, sha)
+    failed = _verdict("export", FAILING, sha)
+    forged = _verdict("export", PASSING, sha)
+    champion.logged = {"run-b": {"export": old_pass.digest()}}
+    champion.envelopes = {"run-b": [_signed(failed, RUN_B), _signed(old_pass, RUN_A),
+                                    _signed(forged, attest.RunContext("run-b", "hand-made", 9_000), OTHER_KEY),
+                                    {"payloadType": attest.PAYLOAD_TYPE, "payload": "e30=", "signatures": []}]}
+    replayed = _write(tmp_path / "a", old_pass, context=RUN_A)
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=replayed, registry=champion,
+                     pipeline_run_id="run-b")
+    assert result.status == "fail" and "signed for pipeline run run-a" in result.message
+    this_run = _write(tmp_path / "b", failed, context=RUN_B)
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=this_run, registry=champion,
+                     pipeline_run_id="run-b")
+    assert result.status == "fail" and "status fail" in result.message and "superseded" not in result.message
+    _unchanged(champion, before)
+
+
+def test_a_retry_inside_one_pipeline_run_counts_its_latest_signed_verdict(onnx_file, tmp_path, champion):
+    sha = sha256_file(onnx_file)
+    first, retry = _verdict("export", FAILING, sha), _verdict("export", PASSING, sha)
+    later = attest.RunContext("run-b", "step-run-3", 3_000)
+    champion.envelopes = {"run-b": [_signed(first, RUN_B), _signed(retry, later)]}
+    verdicts = _write(tmp_path / "v", retry, context=later)
     result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion,
-                     pipeline_run_id="run-3")
-    assert "no export step run in pipeline run run-3" in result.message
+                     pipeline_run_id="run-b")
+    assert result.status == "pass" and champion.aliases[NAME]["champion"] == "2"
+
+
+def test_an_earlier_pass_superseded_by_a_later_signed_fail_is_refused(onnx_file, tmp_path, champion):
+    before = dict(champion.versions[NAME]["1"])
+    sha = sha256_file(onnx_file)
+    first, retry = _verdict("export", PASSING, sha), _verdict("export", FAILING, sha)
+    later = attest.RunContext("run-b", "step-run-3", 3_000)
+    champion.envelopes = {"run-b": [_signed(first, RUN_B), _signed(retry, later)]}
+    verdicts = _write(tmp_path / "v", first, context=RUN_B)
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion,
+                     pipeline_run_id="run-b")
+    assert result.status == "fail"
+    assert ("superseded: pipeline run run-b holds a later signed export verdict (fail, step run step-run-3) than "
+            "this one (step run step-run-2)") in result.message
+    _unchanged(champion, before)
 
 
 def test_without_trusted_keys_unsigned_evidence_needs_an_explicit_opt_in(onnx_file, tmp_path):
