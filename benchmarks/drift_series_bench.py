@@ -1,4 +1,5 @@
-"""Nightly false alarms over a year: the anytime-valid series (components/drift/series.py) beside the per-night test.
+"""Nightly false alarms over a year: the anytime-valid series (components/drift/stats/series.py) beside the
+per-night test.
 
 Each simulated year draws one reference profile (n standard-normal values, the stored profile with its own
 sampling noise) and judges 365 nights of m serving values against it, through the drift gate's KS statistic and
@@ -20,8 +21,8 @@ import time
 
 import numpy as np
 
-from skewgate.drift.series import SeriesOptions, advance, night_pvalue
 from skewgate.drift.stats import ks
+from skewgate.drift.stats.series import SeriesOptions, advance, night_pvalue
 
 
 def year(rng: np.random.Generator, *, nights: int, n: int, m: int, alpha: float, options: SeriesOptions,

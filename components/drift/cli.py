@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, get_args
 from skewgate.common.cli_support import EXIT_ERROR, add_common_args, configure_logging, describe, run_step
 from skewgate.common.errors import SkewgateError
 from skewgate.drift.core import DriftOptions
-from skewgate.drift.series import SeriesOptions
 from skewgate.drift.stats.ks import Correction
+from skewgate.drift.stats.series import SeriesOptions
 
 if TYPE_CHECKING:
     from skewgate.common.mlflow_log import StepRun

@@ -23,7 +23,25 @@ def drift_op(
     pipeline_run_id: str = "",
     seed: int = 0,
 ) -> str:
-    """Drift of `current_data` against `reference_data`; also writes the reference profile for the registry."""
+    """Drift of `current_data` against `reference_data`; also writes the reference profile for the registry.
+    Returns the verdict status.
+
+    Args:
+        reference_data: Training features (Parquet, CSV or `.npz`), the drift baseline.
+        current_data: Validation or recent serving features with the reference's columns.
+        onnx_model: FP32 ONNX model written by export (its integer inputs are treated as ids).
+        verdict: The step's verdict (JSON).
+        metrics: The verdict's figures as KFP metrics.
+        report: The verdict as Markdown.
+        html_report: The HTML report.
+        attestation: The signed envelope of the verdict (promote's evidence).
+        heatmap: Per-feature drift heatmap (PNG).
+        profile: The reference profile, stored with the promoted version for the nightly check.
+        tracking_uri: MLflow tracking URI where the step logs its run and verdict (empty: no MLflow).
+        experiment: MLflow experiment of the step's run.
+        pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
+        seed: Seed for subsampling, feature selection and permutations.
+    """
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
     from skewgate.drift.run import DriftOptions, Pictures, run_drift
@@ -57,7 +75,23 @@ def nightly_drift_op(
 ) -> str:
     """Drift of a serving-log snapshot against the profile stored with the `alias` version; tags that version
     (with the anytime-valid series' state, read back the next night; also written to `series_state`); pushes
-    the figures to `pushgateway_url` when set."""
+    the figures to `pushgateway_url` when set. Returns the verdict status.
+
+    Args:
+        serving_snapshot: Parquet/CSV/`.npz` snapshot of serving inputs with the training features' columns.
+        model_name: MLflow registered model whose `alias` version is checked (also the experiment).
+        tracking_uri: MLflow tracking URI of the registry and the step's run.
+        verdict: The step's verdict (JSON).
+        metrics: The verdict's figures as KFP metrics.
+        report: The verdict as Markdown.
+        html_report: The HTML report.
+        heatmap: Per-feature drift heatmap (PNG).
+        series_state: The anytime-valid series' state after tonight (JSON).
+        alias: Registry alias of the version whose profile is the reference.
+        run_date: Date of the night checked, keying the run (empty: now).
+        pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
+        pushgateway_url: Prometheus Pushgateway to push the night's drift figures to (empty: no push).
+    """
     from skewgate.common.kfp_io import finish
     from skewgate.common.mlflow_log import MlflowRegistry
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
@@ -83,7 +117,15 @@ def nightly_drift_plan_op(
     alias: str = "champion",
 ) -> int:
     """Fetch the `alias` version's drift profile once for every shard; return the snapshot's rows (from the
-    Parquet footers), which set the share of rows MMD uses as one pass would."""
+    Parquet footers), which set the share of rows MMD uses as one pass would.
+
+    Args:
+        serving_snapshot: Directory (Hive-partitioned or not) or glob of Parquet/CSV files.
+        model_name: MLflow registered model whose `alias` version holds the profile.
+        tracking_uri: MLflow tracking URI of the registry.
+        profile: The `alias` version's drift profile, for the shards and the merge.
+        alias: Registry alias of the version whose profile is the reference.
+    """
     from skewgate.common.mlflow_log import MlflowRegistry, StepRun, connect
     from skewgate.drift.run import plan_nightly
 
@@ -102,7 +144,16 @@ def drift_partial_op(
     rows: int,
     partial: dsl.Output[dsl.Artifact],
 ) -> None:
-    """Mergeable drift statistics of one shard of the snapshot's files against the profile."""
+    """Mergeable drift statistics of one shard of the snapshot's files against the profile.
+
+    Args:
+        serving_snapshot: Directory (Hive-partitioned or not) or glob of Parquet/CSV files.
+        profile: The reference profile fetched by the plan task.
+        shard: Index of this shard; files are dealt to shards round-robin.
+        shards: Number of shards.
+        rows: Rows of the whole snapshot (sets the share of rows MMD uses).
+        partial: This shard's mergeable statistics.
+    """
     from skewgate.drift.run import partial_statistics
 
     partial_statistics(profile.path, serving_snapshot.path, shard=shard, shards=shards, rows=rows, out=partial.path)
@@ -126,7 +177,26 @@ def nightly_drift_merge_op(
     pipeline_run_id: str = "",
     pushgateway_url: str = "",
 ) -> str:
-    """The nightly verdict from the shards' statistics; tags the `alias` version and pushes, as the single task."""
+    """The nightly verdict from the shards' statistics; tags the `alias` version and pushes, as the single task.
+    Returns the verdict status.
+
+    Args:
+        serving_snapshot: Directory (Hive-partitioned or not) or glob of Parquet/CSV files.
+        profile: The reference profile fetched by the plan task.
+        partials: The shards' mergeable statistics.
+        model_name: MLflow registered model whose `alias` version is checked (also the experiment).
+        tracking_uri: MLflow tracking URI of the registry and the step's run.
+        verdict: The step's verdict (JSON).
+        metrics: The verdict's figures as KFP metrics.
+        report: The verdict as Markdown.
+        html_report: The HTML report.
+        heatmap: Per-feature drift heatmap (PNG).
+        series_state: The anytime-valid series' state after tonight (JSON).
+        alias: Registry alias of the version whose profile is the reference.
+        run_date: Date of the night checked, keying the run (empty: now).
+        pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
+        pushgateway_url: Prometheus Pushgateway to push the night's drift figures to (empty: no push).
+    """
     from skewgate.common.kfp_io import finish
     from skewgate.common.mlflow_log import MlflowRegistry
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
@@ -146,7 +216,11 @@ def nightly_drift_merge_op(
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
 def drift_blocked(verdict: dsl.Input[dsl.Artifact]) -> None:
-    """Fails the nightly run on a drift `fail`, so that alerting sees it."""
+    """Fails the nightly run on a drift `fail`, so that alerting sees it.
+
+    Args:
+        verdict: The nightly drift verdict (JSON).
+    """
     from skewgate.common.verdict import Verdict
 
     raise RuntimeError(f"drift detected: {Verdict.read(verdict.path).message}")

@@ -34,8 +34,8 @@ from skewgate.drift.core import (
     summarise_current,
 )
 from skewgate.drift.outputs.report import heatmap_png, report_html
-from skewgate.drift.series import SeriesOptions, SeriesState, judge, load_state, save_state
 from skewgate.drift.stats.profile import ReferenceProfile, load_profile, save_profile
+from skewgate.drift.stats.series import SeriesOptions, SeriesState, judge, load_state, save_state
 from skewgate.drift.stats.source import open_source
 from skewgate.drift.stats.stream import empty_side, load_partial, merge, save_partial
 

@@ -11,7 +11,8 @@ import pytest
 
 from skewgate.common.errors import InputError
 from skewgate.drift.cli import main
-from skewgate.drift.series import (
+from skewgate.drift.stats import ks
+from skewgate.drift.stats.series import (
     CHECK,
     SeriesOptions,
     SeriesState,
@@ -21,7 +22,6 @@ from skewgate.drift.series import (
     night_pvalue,
     save_state,
 )
-from skewgate.drift.stats import ks
 from tests.drift.conftest import make_frame
 
 ALPHA = 0.05

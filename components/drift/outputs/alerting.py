@@ -7,7 +7,7 @@ Series (grouped by `job` and `model` on the gateway, so each model's latest run 
 - per feature (the `MAX_FEATURES` most drifted): `skewgate_drift_feature_statistic{feature,test}` (KS D or
   chi-square), `skewgate_drift_feature_pvalue` (adjusted), `skewgate_drift_feature_effect`,
   `skewgate_drift_feature_drifted`;
-- nightly, over the series (series.py): `skewgate_drift_series_evalue` and `skewgate_drift_series_threshold`;
+- nightly, over the series (stats/series.py): `skewgate_drift_series_evalue` and `skewgate_drift_series_threshold`;
 - `skewgate_drift_last_run_timestamp_seconds`, for an alert when the nightly run stops running.
 
 The chart's alert rules and Grafana dashboard (`charts/skewgate/files/`) read these names.

@@ -83,7 +83,7 @@ class Source:
             if name in self.ids:
                 _check_ids(path, name, array.dtype)
                 categorical.append(name)
-                self.dtypes[name] = str(array.dtype)
+                self.dtypes[name] = "int64"  # compared as in a table: ids of any integer width
                 continue
             if array.ndim > 2:
                 axis = feature_axis(name, array.shape, self.feature_axes)
@@ -93,7 +93,7 @@ class Source:
             else:
                 columns = [name] if array.ndim == 1 else [f"{name}[{i}]" for i in range(array.shape[1])]
             names += columns
-            self.dtypes.update(dict.fromkeys(columns, str(array.dtype)))
+            self.dtypes.update(dict.fromkeys(columns, "float64"))  # any width: read as float32, compared as a table
         self._npz = arrays
         self.numeric_names: tuple[str, ...] = tuple(names)
         self.categorical_names: tuple[str, ...] = tuple(categorical)
@@ -115,23 +115,39 @@ class Source:
         # as pandas reads CSV: an empty field is missing, whatever the column's type
         file_format: Any = kind if kind == "parquet" else ds.CsvFileFormat(
             convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
-        try:
+
+        def make(schema: pa.Schema | None = None) -> ds.Dataset:
             if partitioning:  # a directory: let pyarrow discover it, parsing `key=value/` folders
                 root = location.split("://", 1)[1] if "://" in location else location
-                dataset = ds.dataset(_fs_path(root, filesystem), format=file_format, filesystem=filesystem,
-                                     partitioning="hive")
-            else:
-                dataset = ds.dataset(list(paths), format=file_format, filesystem=filesystem)
+                return ds.dataset(_fs_path(root, filesystem), format=file_format, filesystem=filesystem,
+                                  partitioning="hive", schema=schema)
+            return ds.dataset(list(paths), format=file_format, filesystem=filesystem, schema=schema)
+
+        try:
+            dataset = make()
             fragments = list(dataset.get_fragments())
-            physical = set(fragments[0].physical_schema.names) if fragments else set(dataset.schema.names)
+            # each file's own types (pyarrow takes the first file's for the data set): a column read as int64 in
+            # one CSV and float64 in another is read as float64 from all of them
+            physical_schemas = [(f.path, f.physical_schema) for f in fragments]
+            physical = set(physical_schemas[0][1].names) if fragments else set(dataset.schema.names)
+            unified = unify_types(physical_schemas)
+            changed = [i for i, f in enumerate(dataset.schema) if f.name in unified and unified[f.name] != f.type]
+            if changed:
+                schema = dataset.schema
+                for i in changed:
+                    schema = schema.set(i, schema.field(i).with_type(unified[schema.field(i).name]))
+                dataset = make(schema)
+                fragments = list(dataset.get_fragments())
         except (pa.ArrowException, OSError) as err:  # ArrowInvalid for a corrupt file, OSError for an unreadable one
             raise InputError(location, expected="readable Parquet/CSV files",
                              found=f"{type(err).__name__}: {err}") from err
         schema = dataset.schema
         self._dataset, self._filesystem = dataset, filesystem
         self.files = tuple(f.path for f in fragments)
-        # partition keys are in the data set's schema but in no file
-        self.dtypes = {f.name: arrow_dtype(f.type) for f in schema if f.name in physical}
+        # partition keys are in the data set's schema but in no file; numeric features are compared as float64
+        # whatever width each side was written with (they are read as float32 either way)
+        self.dtypes = {f.name: _schema_dtype(f.type, id_column=f.name in self.ids) for f in schema
+                       if f.name in physical}
         for name in self.ids:
             if name in self.dtypes:
                 _check_ids(location, name, np.dtype(self.dtypes[name]) if self.dtypes[name] != "object" else None)
@@ -272,6 +288,47 @@ def arrow_dtype(arrow_type: pa.DataType) -> str:
         return str(np.dtype(arrow_type.to_pandas_dtype()))
     except (NotImplementedError, TypeError):
         return str(arrow_type)
+
+
+def _schema_dtype(arrow_type: pa.DataType, *, id_column: bool) -> str:
+    """The dtype a column is compared by across data sets: `float64` for every int/float feature (int64 in one
+    file and float64 in another, or float32 on one side, are the same feature), `int64` for integer ids, else
+    `arrow_dtype`."""
+    import pyarrow as pa
+
+    if id_column:
+        return "int64" if pa.types.is_integer(arrow_type) else arrow_dtype(arrow_type)
+    return "float64" if _is_numeric(arrow_type) else arrow_dtype(arrow_type)
+
+
+def unify_types(schemas: Sequence[tuple[str, pa.Schema]]) -> dict[str, pa.DataType]:
+    """Column → the one type it is read as from every file of a data set: a type all files agree on; float64
+    for numeric types that differ only in width or int/float; a column with no value in a file (Arrow's null
+    type) takes the others' type. A number in one file and text in another is an `InputError` naming the file,
+    the column and both types: that is not a width, and coercing it would hide a broken writer."""
+    import pyarrow as pa
+
+    first: dict[str, tuple[str, pa.DataType]] = {}
+    unified: dict[str, pa.DataType] = {}
+    for path, schema in schemas:
+        for column in schema:
+            kind = column.type
+            if pa.types.is_null(kind):
+                continue
+            if column.name not in first:
+                first[column.name] = (path, kind)
+                unified[column.name] = kind
+                continue
+            seen_in, seen = first[column.name]
+            if kind == unified[column.name]:
+                continue
+            if _is_numeric(kind) and _is_numeric(unified[column.name]):
+                unified[column.name] = pa.float64()
+                continue
+            raise InputError(path, field=column.name, expected=f"type {seen}, as in {seen_in}",
+                             found=f"type {kind}; numbers and text are not coerced into one another: fix the "
+                                   "file that wrote the other type")
+    return unified
 
 
 def _is_numeric(arrow_type: pa.DataType) -> bool:
