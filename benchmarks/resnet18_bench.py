@@ -6,7 +6,7 @@ A model people ship (random init: nothing is downloaded), 32 evaluation samples,
 skewgate's export (the dynamo exporter, then outputs, batch invariance with every sample alone, determinism),
 calibrate (ranges, quantisation, the deployed evaluation, the budget loop) and parity (`layerwise`, FP32 and the
 INT8 file calibrate wrote), each beside one warm PyTorch forward and one warm ONNX Runtime forward of the same
-32 samples, as ratios. Reported in the README's benchmark table (issue 21).
+32 samples, as ratios. Reported in docs/benchmarks.md (issue 21).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """CPU/memory requests and limits per step, and the accelerator of the GPU variant: what a cluster schedules.
 
-The defaults are sized from the peak memory measured on the demo's inputs (`benchmarks/step_memory.py`, README:
+The defaults are sized from the peak memory measured on the demo's inputs (`benchmarks/step_memory.py`, docs/design.md:
 resources table) with headroom; a bigger model or data set needs more. Override them at compile time with a JSON
 file (`skewgate pipeline compile --resources FILE`, or `$SKEWGATE_RESOURCES` for every compile, the chart's
 upload Job included): `{"parity": {"memory_limit": "8Gi"}, "probe": {"cpu_request": "2"}}`. Unnamed fields
@@ -41,7 +41,7 @@ def _r(cpu: str, cpu_limit: str, memory: str, memory_limit: str) -> StepResource
     return StepResources(cpu_request=cpu, cpu_limit=cpu_limit, memory_request=memory, memory_limit=memory_limit)
 
 
-# Peak memory measured on the demo's inputs (benchmarks/step_memory.py; README: resources table): export 613 MiB,
+# Peak memory measured on the demo's inputs (benchmarks/step_memory.py; docs/design.md: resources table): export 613 MiB,
 # calibrate 328, drift 430, parity 591, probe 379 (tritonserver included), promote 244, finish 231, gate-blocked
 # 81. Requests are about 1.5-2x the peak, limits 2x the request; one CPU for the steps that compute, less for the
 # others.
@@ -114,7 +114,19 @@ def apply(task: Any, step: str, resources: Mapping[str, StepResources], *, gpu_i
 
 
 def one_line_descriptions(pipeline: Any) -> Any:
-    """Docstring `Args:` wrap over lines; the KFP UI's run form shows each description best as one line."""
-    for parameter in pipeline.pipeline_spec.root.input_definitions.parameters.values():
-        parameter.description = " ".join(parameter.description.split())
+    """Docstring `Args:` wrap over lines; the KFP UI shows each description best as one line: the pipeline's
+    parameters (its run form) and its components' inputs and outputs. KFP's importers get a description of
+    their `uri` too, so that every component parameter has one."""
+    spec = pipeline.pipeline_spec
+    executors = spec.deployment_spec["executors"] if "executors" in spec.deployment_spec else {}
+    for component in spec.components.values():
+        label = component.executor_label
+        uri = component.input_definitions.parameters.get("uri")
+        if label in executors and "importer" in executors[label] and uri is not None and not uri.description:
+            uri.description = "URI of the artifact to import (bound to a pipeline parameter)."
+    for definitions in [spec.root.input_definitions, spec.root.output_definitions,
+                        *(c.input_definitions for c in spec.components.values()),
+                        *(c.output_definitions for c in spec.components.values())]:
+        for parameter in [*definitions.parameters.values(), *definitions.artifacts.values()]:
+            parameter.description = " ".join(parameter.description.split())
     return pipeline

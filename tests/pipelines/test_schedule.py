@@ -1,4 +1,4 @@
-"""`pipeline schedule` against a fake KFP API: no cluster is reachable from here (README: cluster section)."""
+"""`pipeline schedule` against a fake KFP API: no cluster is reachable from here (docs/design.md: cluster section)."""
 
 from pathlib import Path
 from types import SimpleNamespace
@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from skewgate.common.errors import InputError, Rejected, Unreachable
-from skewgate.pipelines.cli import PIPELINES, load_pipeline
+from skewgate.pipelines.cli import load_pipeline
 from skewgate.pipelines.schedule import Schedule, check_cron, schedule
 
 
@@ -55,7 +55,7 @@ class FakeKfp:
 
 PLAN = Schedule(cron="0 0 2 * * *", params={"serving_snapshot": "s3://logs/today.parquet",
                                             "model_name": "digits-cnn", "mlflow_tracking_uri": "http://mlflow"})
-ALL = {name: load_pipeline(name) for name in PIPELINES}
+ALL = {name: load_pipeline(name) for name in ("release-gate", "nightly-drift")}  # what `schedule` uploads
 
 
 def test_first_install_uploads_both_pipelines_and_schedules_the_nightly_run():
@@ -130,3 +130,43 @@ def test_cli_bad_cron_exits_2(capsys):
 
     assert main(["pipeline", "schedule", "--host", "http://127.0.0.1:9", "--cron", "0 2 * * *"]) == 2
     assert "expected 6 fields" in capsys.readouterr().err
+
+
+def test_the_fanout_nightly_can_be_the_recurring_run_and_replaces_the_single_one():
+    client = FakeKfp(recurring=["skewgate-nightly-drift"])
+    plan = Schedule(cron=PLAN.cron, params=PLAN.params, nightly="nightly-drift-fanout")
+    pipelines = {name: load_pipeline(name) for name in ("release-gate", "nightly-drift-fanout")}
+    assert schedule(client, plan, pipelines=pipelines) == "r-new"
+    uploads = {c[1]: c[2] for c in client.calls if c[0] == "upload_pipeline"}
+    assert uploads == {"skewgate-release-gate": "skewgate-release-gate",
+                       "skewgate-nightly-drift-fanout": "skewgate-nightly-drift-fanout"}
+    [(_, run)] = [c for c in client.calls if c[0] == "create_recurring_run"]
+    assert run["pipeline_id"] == "p-skewgate-nightly-drift-fanout"
+    assert run["job_name"] == "skewgate-nightly-drift"  # one nightly run, whichever pipeline it runs
+    assert [c[1] for c in client.calls if c[0] == "delete_recurring_run"] == ["r-skewgate-nightly-drift"]
+
+
+@pytest.mark.parametrize("which", ["nightly-drift", "nightly-drift-fanout"])
+def test_cli_schedule_accepts_either_nightly_pipeline(monkeypatch, capsys, which):
+    from skewgate.cli import main
+    from skewgate.pipelines import cli
+
+    client = FakeKfp()
+    monkeypatch.setattr(cli, "_client", lambda host: client)
+    monkeypatch.setenv("SKEWGATE_SIGNING_SECRET", "skewgate-signing-key")
+    assert main(["pipeline", "schedule", "--host", "http://kfp", "--pipeline", which,
+                 "--param", "serving_snapshot=s3://logs/", "--param", "model_name=digits-cnn"]) == 0
+    assert capsys.readouterr().out.strip() == "r-new"
+    uploaded = {c[1] for c in client.calls if c[0] == "upload_pipeline"}
+    assert uploaded == {"skewgate-release-gate", f"skewgate-{which}"}
+    [(_, run)] = [c for c in client.calls if c[0] == "create_recurring_run"]
+    assert run["pipeline_id"] == f"p-skewgate-{which}"
+
+
+def test_cli_schedule_refuses_a_pipeline_that_is_not_a_nightly(capsys):
+    from skewgate.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["pipeline", "schedule", "--host", "http://kfp", "--pipeline", "release-gate"])
+    assert exited.value.code == 2
+    assert "nightly-drift-fanout" in capsys.readouterr().err
