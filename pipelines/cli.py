@@ -1,5 +1,6 @@
 """`skewgate pipeline compile|run|submit|schedule`: compile the pipelines to the YAML users upload in the KFP UI,
-run them locally with kfp.local, submit one to a KFP API server, or upload both and schedule the nightly drift.
+run them locally with kfp.local, submit one to a KFP API server, or upload the release gate and a nightly drift
+pipeline (one task, or fanned out over shards for a big snapshot) and schedule the nightly drift.
 
 Pipeline arguments are `--param NAME=VALUE`; for `run --local`, a VALUE that names an existing file becomes its
 absolute path (kfp.local reads artifacts from local paths)."""
@@ -18,9 +19,18 @@ from skewgate import __version__
 PIPELINES = {
     "release-gate": "skewgate.pipelines.release_gate:release_gate",
     "nightly-drift": "skewgate.pipelines.nightly_drift:nightly_drift",
+    "nightly-drift-fanout": "skewgate.pipelines.nightly_drift:nightly_drift_fanout",
 }
+NIGHTLY_PIPELINES = ("nightly-drift", "nightly-drift-fanout")  # what `schedule` can run every night
+FINISHED_PIPELINES = ("release-gate", "nightly-drift")  # what `finish` knows (the fan-out finishes as nightly-drift)
 # kfp.local cannot resolve every placeholder a cluster resolves: these variants run locally instead.
-LOCAL_VARIANTS = {"nightly-drift": "skewgate.pipelines.nightly_drift:nightly_drift_local"}
+LOCAL_VARIANTS = {"nightly-drift": "skewgate.pipelines.nightly_drift:nightly_drift_local",
+                  "nightly-drift-fanout": "skewgate.pipelines.nightly_drift:nightly_drift_fanout_local"}
+UNSIGNED_WARNING = (
+    "skewgate pipeline {action}: warning: no signing Secret (--signing-secret NAME or $SKEWGATE_SIGNING_SECRET): "
+    "the steps will not sign their verdicts, so promote refuses every promotion on the cluster (unless a run "
+    "sets allow_unsigned, which no production run should). Create a Secret with key skewgate.key "
+    "(skewgate keys generate) and compile with --signing-secret NAME.")
 
 
 def load_pipeline(name: str, *, local: bool = False) -> Any:
@@ -28,25 +38,35 @@ def load_pipeline(name: str, *, local: bool = False) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def build_pipeline(name: str, *, resources_file: Path | None, variant: str, signing_secret: str | None = None
-                   ) -> Any:
-    """The pipeline built with these resources (`compile`); the nightly drift has no GPU step and signs
-    nothing that promote reads."""
+def build_pipeline(name: str, *, resources_file: Path | None, variant: str, signing_secret: str | None = None,
+                   mlflow_secret: str | None = None) -> Any:
+    """The pipeline built with these resources and Secrets (`compile`); the nightly drift pipelines have no GPU
+    step and sign nothing that promote reads."""
     if name == "release-gate":
         from skewgate.pipelines.release_gate import build_release_gate
 
         return build_release_gate(resources_file=resources_file, variant="gpu" if variant == "gpu" else "cpu",
-                                  signing_secret_name=signing_secret)
+                                  signing_secret_name=signing_secret, mlflow_secret_name=mlflow_secret)
     if variant == "gpu":
         from skewgate.common.errors import InputError
 
-        raise InputError("--variant", expected="cpu for the nightly drift pipeline (it has no GPU step)",
+        raise InputError("--variant", expected="cpu for the nightly drift pipelines (they have no GPU step)",
                          found=variant)
     from kfp import dsl
 
-    from skewgate.pipelines.nightly_drift import build_nightly_drift
+    from skewgate.pipelines.nightly_drift import build_nightly_drift, build_nightly_drift_fanout
 
-    return build_nightly_drift(run_date=dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER, resources_file=resources_file)
+    build = build_nightly_drift_fanout if name == "nightly-drift-fanout" else build_nightly_drift
+    return build(run_date=dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER, resources_file=resources_file,
+                 mlflow_secret_name=mlflow_secret)
+
+
+def warn_if_unsigned(name: str, signing_secret: str | None, *, action: str = "compile") -> None:
+    """The release gate compiled without a signing Secret: every promotion on the cluster will be refused."""
+    from skewgate.pipelines.signing import signing_secret as resolve
+
+    if name == "release-gate" and not resolve(signing_secret):
+        print(UNSIGNED_WARNING.format(action=action), file=sys.stderr)
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -63,7 +83,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
     compile_ = sub.add_parser("compile", help="write the pipeline YAML for the KFP UI")
     describe(compile_, "Compile a pipeline to the YAML users upload in the KFP UI.", example="""
-        skewgate pipeline compile --pipeline release-gate --resources resources.json --out release_gate.yaml
+        skewgate pipeline compile --pipeline release-gate --resources resources.json --out release_gate.yaml \\
+            --signing-secret skewgate-signing-key --mlflow-secret mlflow-credentials
     """)
     compile_.add_argument("--pipeline", choices=sorted(PIPELINES), default="release-gate", help=pipeline_help)
     compile_.add_argument("--out", type=Path, required=True, help="YAML file to write")
@@ -75,7 +96,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                                "(release gate only)")
     compile_.add_argument("--signing-secret", metavar="NAME",
                           help="Kubernetes Secret (key skewgate.key) mounted into every signing step of the "
-                               "release gate (default: $SKEWGATE_SIGNING_SECRET; empty: none)")
+                               "release gate (default: $SKEWGATE_SIGNING_SECRET; empty: none, and promote will "
+                               "refuse every promotion)")
+    compile_.add_argument("--mlflow-secret", metavar="NAME",
+                          help="Kubernetes Secret (keys username, password) whose values every step that talks "
+                               "to MLflow gets as MLFLOW_TRACKING_USERNAME/PASSWORD (default: "
+                               "$SKEWGATE_MLFLOW_SECRET; empty: none)")
 
     run = sub.add_parser("run", help="run a pipeline locally (kfp.local, no cluster)")
     describe(run, "Run a pipeline locally with kfp.local, no cluster; a --param VALUE naming an existing file "
@@ -107,18 +133,28 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         skewgate pipeline finish --pipeline-run-id gate-42 --experiment digits-cnn \\
             --tracking-uri sqlite:///mlflow.db
     """)
-    finish.add_argument("--pipeline", choices=sorted(PIPELINES), default="release-gate", help=pipeline_help)
+    finish.add_argument("--pipeline", choices=FINISHED_PIPELINES, default="release-gate",
+                        help="which pipeline (default: %(default)s; the fan-out nightly finishes as nightly-drift)")
     finish.add_argument("--pipeline-run-id", required=True, help="the id the steps were run with")
     finish.add_argument("--experiment", required=True, help="MLflow experiment (the registered model's name)")
     finish.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", ""),
                         help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI)")
-    schedule = sub.add_parser("schedule", help="upload both pipelines and create the nightly drift recurring run")
-    describe(schedule, "Upload both pipelines and create the nightly drift recurring run; prints its id.",
+    schedule = sub.add_parser("schedule", help="upload the release gate and a nightly drift pipeline and create "
+                                               "the nightly drift recurring run")
+    describe(schedule, "Upload the release gate and a nightly drift pipeline (--pipeline) and create the nightly "
+                       "drift recurring run; prints its id. The Secrets come from $SKEWGATE_SIGNING_SECRET and "
+                       "$SKEWGATE_MLFLOW_SECRET, as for compile.",
              example="""
         skewgate pipeline schedule --host https://kubeflow.example.com/pipeline --cron '0 0 2 * * *' \\
             --param serving_snapshot=s3://serving-logs/digits/latest.parquet --param model_name=digits-cnn \\
             --param mlflow_tracking_uri=https://mlflow.example.com
+        skewgate pipeline schedule --host https://kubeflow.example.com/pipeline --pipeline nightly-drift-fanout \\
+            --param serving_snapshot=s3://serving-logs/digits/2026-12-03/ --param model_name=digits-cnn \\
+            --param mlflow_tracking_uri=https://mlflow.example.com
     """)
+    schedule.add_argument("--pipeline", choices=NIGHTLY_PIPELINES, default="nightly-drift",
+                          help="the nightly drift pipeline the recurring run runs: one task, or fanned out over "
+                               "shards for a snapshot too big for one pod (default: %(default)s)")
     schedule.add_argument("--host", required=True, help="KFP API endpoint, e.g. https://kubeflow.example/pipeline")
     schedule.add_argument("--cron", default="0 0 2 * * *",
                           help="six fields, seconds first (default: '0 0 2 * * *', 02:00 daily)")
@@ -161,12 +197,13 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 
         try:
             pipeline = build_pipeline(args.pipeline, resources_file=args.resources, variant=args.variant,
-                                      signing_secret=args.signing_secret)
+                                      signing_secret=args.signing_secret, mlflow_secret=args.mlflow_secret)
         except InputError as err:
             print(f"skewgate pipeline compile: {err}", file=sys.stderr)
             return 2
         args.out.parent.mkdir(parents=True, exist_ok=True)
         compiler.Compiler().compile(pipeline, str(args.out))
+        warn_if_unsigned(args.pipeline, args.signing_secret)
         print(f"wrote {args.out}", file=sys.stderr)
         return 0
     if args.action == "finish":
@@ -193,8 +230,10 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 
             plan = Schedule(cron=check_cron(args.cron), params=_params(args.param, local=False),
                             experiment=args.experiment, namespace=args.namespace, version=args.version,
-                            recurring=not args.no_recurring_run)
-            run_id = schedule(_client(args.host), plan, pipelines={name: load_pipeline(name) for name in PIPELINES})
+                            recurring=not args.no_recurring_run, nightly=args.pipeline)
+            warn_if_unsigned("release-gate", None, action="schedule")
+            run_id = schedule(_client(args.host), plan,
+                              pipelines={name: load_pipeline(name) for name in ("release-gate", args.pipeline)})
             print(run_id or "uploaded; no recurring run")
             return 0
         client = _client(args.host)

@@ -10,6 +10,7 @@ from typing import Any
 from kfp import dsl
 
 from skewgate.images import IMAGE
+from skewgate.pipelines.credentials import mount_mlflow_credentials
 from skewgate.pipelines.resources import apply
 
 
@@ -22,7 +23,15 @@ def finish_run_op(
     pipeline_run_id: str,
 ) -> str:
     """End the MLflow parent run: FINISHED when the candidate was promoted (nightly: no drift), FAILED when it
-    was blocked or a step errored; returns the outcome (`promoted`, `blocked`, `pass`, `drift`, `error`)."""
+    was blocked or a step errored; returns the outcome (`promoted`, `blocked`, `pass`, `drift`, `error`).
+
+    Args:
+        final_status: KFP's final status of the tasks the exit handler guards.
+        pipeline: Which pipeline ended (release-gate or nightly-drift).
+        tracking_uri: MLflow tracking URI of the run's parent run.
+        experiment: MLflow experiment of the parent run (the registered model's name).
+        pipeline_run_id: KFP pipeline run id whose MLflow parent run ends.
+    """
     from skewgate.common import mlflow_log
 
     tracking = mlflow_log.connect(tracking_uri, experiment=experiment)
@@ -33,8 +42,10 @@ def finish_run_op(
     return outcome.label
 
 
-def add_finisher(*, pipeline: str, tracking_uri: str, experiment: str, resources: Any = None) -> dsl.PipelineTask:
-    """The exit task, uncached (its answer is about this run) and labelled for the KFP UI; use it as
+def add_finisher(*, pipeline: str, tracking_uri: str, experiment: str, resources: Any = None,
+                 mlflow_secret: str = "") -> dsl.PipelineTask:
+    """The exit task, uncached (its answer is about this run) and labelled for the KFP UI, with the MLflow
+    credentials of the Secret `mlflow_secret` (empty: none); use it as
     `with dsl.ExitHandler(add_finisher(...)):` around the pipeline's tasks."""
     task = finish_run_op(pipeline=pipeline, tracking_uri=tracking_uri, experiment=experiment,
                          pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER)
@@ -42,4 +53,5 @@ def add_finisher(*, pipeline: str, tracking_uri: str, experiment: str, resources
     task.set_caching_options(False)
     if resources is not None:
         apply(task, "finish", resources)
+    mount_mlflow_credentials(task, "finish", mlflow_secret)
     return task

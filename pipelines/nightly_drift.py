@@ -3,7 +3,8 @@
 Schedule it with a cron (`skewgate pipeline submit` + a recurring run, or the Helm chart). Each run is keyed by
 its schedule time (KFP's schedule-time placeholder) and never cached; a drift `fail` fails the run so alerting
 sees it. kfp.local cannot resolve that placeholder, so local runs use `nightly_drift_local`, which dates
-itself with the current time.
+itself with the current time. `nightly_drift_fanout` is the same check for a snapshot too big for one pod
+(`skewgate pipeline compile|schedule --pipeline nightly-drift-fanout`).
 """
 
 from pathlib import Path
@@ -18,14 +19,18 @@ from skewgate.drift.component import (
     nightly_drift_op,
     nightly_drift_plan_op,
 )
+from skewgate.pipelines.credentials import mlflow_secret, mount_mlflow_credentials
 from skewgate.pipelines.finalize import add_finisher
 from skewgate.pipelines.resources import apply, load_resources, one_line_descriptions
 
 
-def build_nightly_drift(*, run_date: str, resources_file: Path | None = None) -> Any:
+def build_nightly_drift(*, run_date: str, resources_file: Path | None = None,
+                        mlflow_secret_name: str | None = None) -> Any:
     """The pipeline dated by `run_date`, with the resources of `resources_file` (else `$SKEWGATE_RESOURCES`, else
-    the defaults)."""
+    the defaults) and the MLflow credentials of the Secret `mlflow_secret_name` (else `$SKEWGATE_MLFLOW_SECRET`;
+    empty: none) in the steps that talk to MLflow."""
     resources = load_resources(resources_file)
+    credentials = mlflow_secret(mlflow_secret_name)
 
     @dsl.pipeline(
         name="skewgate-nightly-drift",
@@ -46,7 +51,7 @@ def build_nightly_drift(*, run_date: str, resources_file: Path | None = None) ->
             pushgateway_url: Pushgateway URL — push the night's drift figures there for Prometheus (empty: no push).
         """
         finisher = add_finisher(pipeline="nightly-drift", tracking_uri=mlflow_tracking_uri, experiment=model_name,
-                                resources=resources)
+                                resources=resources, mlflow_secret=credentials)
         with dsl.ExitHandler(finisher, name="nightly-drift"):
             snapshot = dsl.importer(artifact_uri=serving_snapshot, artifact_class=dsl.Dataset, reimport=True)
             snapshot.set_display_name("serving-snapshot")
@@ -60,6 +65,7 @@ def build_nightly_drift(*, run_date: str, resources_file: Path | None = None) ->
                 pushgateway_url=pushgateway_url,
             )
             apply(check, "nightly-drift", resources).set_display_name("nightly-drift")
+            mount_mlflow_credentials(check, "nightly-drift", credentials)
             check.set_caching_options(False)
             with dsl.If(check.outputs["Output"] == "fail", name="drift-detected"):
                 blocked = drift_blocked(verdict=check.outputs["verdict"])
@@ -70,42 +76,66 @@ def build_nightly_drift(*, run_date: str, resources_file: Path | None = None) ->
     return one_line_descriptions(nightly_drift)
 
 
-def build_nightly_drift_fanout(*, run_date: str, shards: int = 4) -> Any:
+def build_nightly_drift_fanout(*, run_date: str, shards: int = 4, resources_file: Path | None = None,
+                               mlflow_secret_name: str | None = None) -> Any:
     """`shards`: partial-statistics tasks (a compile-time constant: the loop's items are fixed, which every
-    runner supports); files are dealt to them round-robin, a shard without files contributes nothing."""
+    runner supports); files are dealt to them round-robin, a shard without files contributes nothing. Every
+    task has the `nightly-drift` resources (`resources_file`, else `$SKEWGATE_RESOURCES`, else the defaults);
+    the tasks that talk to MLflow get the credentials of the Secret `mlflow_secret_name` (else
+    `$SKEWGATE_MLFLOW_SECRET`; empty: none)."""
+    resources = load_resources(resources_file)
+    credentials = mlflow_secret(mlflow_secret_name)
+
     @dsl.pipeline(
         name="skewgate-nightly-drift-fanout",
+        display_name="skewgate nightly drift (fan-out)",
         description="Nightly drift of a snapshot too big for one pod: its files split over a ParallelFor of "
                     "partial-statistics tasks, one merge task decides (the single task's verdict).",
     )
     def nightly_drift_fanout(serving_snapshot: str, model_name: str, mlflow_tracking_uri: str,
                              alias: str = "champion", pushgateway_url: str = "") -> str:
-        """`serving_snapshot`: a directory (Hive-partitioned or not) or glob of Parquet/CSV files."""
-        snapshot = dsl.importer(artifact_uri=serving_snapshot, artifact_class=dsl.Dataset, reimport=True)
-        snapshot.set_display_name("serving-snapshot")
-        plan = nightly_drift_plan_op(serving_snapshot=snapshot.output, model_name=model_name,
-                                     tracking_uri=mlflow_tracking_uri, alias=alias)
-        plan.set_display_name("fetch-profile").set_caching_options(False)
-        with dsl.ParallelFor(list(range(shards)), name="shards") as shard:
-            part = drift_partial_op(serving_snapshot=snapshot.output, profile=plan.outputs["profile"], shard=shard,
-                                    shards=shards, rows=plan.outputs["Output"])
-            part.set_display_name("partial-statistics").set_caching_options(False)
-        check = nightly_drift_merge_op(
-            serving_snapshot=snapshot.output, profile=plan.outputs["profile"],
-            partials=dsl.Collected(part.outputs["partial"]), model_name=model_name,
-            tracking_uri=mlflow_tracking_uri, alias=alias, run_date=run_date,
-            pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, pushgateway_url=pushgateway_url)
-        check.set_display_name("nightly-drift").set_caching_options(False)
-        with dsl.If(check.outputs["Output"] == "fail", name="drift-detected"):
-            blocked = drift_blocked(verdict=check.outputs["verdict"])
-            blocked.set_display_name("drift-blocked")
-            blocked.set_caching_options(False)
-        return check.outputs["Output"]
+        """One night's drift check, fanned out; returns the outcome (`pass`, or the run fails with `drift`),
+        which the exit handler `finish-mlflow-run` also writes to the MLflow parent run.
 
-    return nightly_drift_fanout
+        Args:
+            serving_snapshot: Serving snapshot — URI of a directory (Hive-partitioned or not) or glob of
+                Parquet/CSV files of serving inputs with the training features' columns.
+            model_name: Registered model — the MLflow registered model whose `alias` version is checked.
+            mlflow_tracking_uri: MLflow tracking URI — where the champion's reference profile lives.
+            alias: Registry alias — the version to check against (default `champion`).
+            pushgateway_url: Pushgateway URL — push the night's drift figures there for Prometheus (empty: no push).
+        """
+        finisher = add_finisher(pipeline="nightly-drift", tracking_uri=mlflow_tracking_uri, experiment=model_name,
+                                resources=resources, mlflow_secret=credentials)
+        with dsl.ExitHandler(finisher, name="nightly-drift"):
+            snapshot = dsl.importer(artifact_uri=serving_snapshot, artifact_class=dsl.Dataset, reimport=True)
+            snapshot.set_display_name("serving-snapshot")
+            plan = nightly_drift_plan_op(serving_snapshot=snapshot.output, model_name=model_name,
+                                         tracking_uri=mlflow_tracking_uri, alias=alias)
+            apply(plan, "nightly-drift", resources).set_display_name("fetch-profile").set_caching_options(False)
+            mount_mlflow_credentials(plan, "nightly-drift-plan", credentials)
+            with dsl.ParallelFor(list(range(shards)), name="shards") as shard:
+                part = drift_partial_op(serving_snapshot=snapshot.output, profile=plan.outputs["profile"],
+                                        shard=shard, shards=shards, rows=plan.outputs["Output"])
+                apply(part, "nightly-drift", resources).set_display_name("partial-statistics")
+                part.set_caching_options(False)
+            check = nightly_drift_merge_op(
+                serving_snapshot=snapshot.output, profile=plan.outputs["profile"],
+                partials=dsl.Collected(part.outputs["partial"]), model_name=model_name,
+                tracking_uri=mlflow_tracking_uri, alias=alias, run_date=run_date,
+                pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, pushgateway_url=pushgateway_url)
+            apply(check, "nightly-drift", resources).set_display_name("nightly-drift").set_caching_options(False)
+            mount_mlflow_credentials(check, "nightly-drift", credentials)
+            with dsl.If(check.outputs["Output"] == "fail", name="drift-detected"):
+                blocked = drift_blocked(verdict=check.outputs["verdict"])
+                apply(blocked, "blocked", resources).set_display_name("drift-blocked")
+                blocked.set_caching_options(False)
+        return finisher.output
+
+    return one_line_descriptions(nightly_drift_fanout)
 
 
 nightly_drift = build_nightly_drift(run_date=dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER)
 nightly_drift_fanout = build_nightly_drift_fanout(run_date=dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER)
-nightly_drift_fanout_local = build_nightly_drift_fanout(run_date="", shards=2)
-nightly_drift_local = build_nightly_drift(run_date="")
+nightly_drift_fanout_local = build_nightly_drift_fanout(run_date="", shards=2, mlflow_secret_name="")
+nightly_drift_local = build_nightly_drift(run_date="", mlflow_secret_name="")

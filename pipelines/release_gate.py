@@ -18,6 +18,7 @@ from skewgate.drift.component import drift_op
 from skewgate.export.component import export_op
 from skewgate.images import GPU_IMAGE
 from skewgate.parity.component import parity_op
+from skewgate.pipelines.credentials import mlflow_secret, mount_mlflow_credentials
 from skewgate.pipelines.finalize import add_finisher
 from skewgate.pipelines.resources import Variant, apply, load_resources, one_line_descriptions
 from skewgate.pipelines.signing import mount_signing_key, signing_secret
@@ -27,17 +28,21 @@ from skewgate.promote.run import REQUIRED_STEPS
 
 
 def build_release_gate(*, resources_file: Path | None = None, variant: Variant = "cpu",
-                       signing_secret_name: str | None = None) -> Any:
+                       signing_secret_name: str | None = None, mlflow_secret_name: str | None = None) -> Any:
     """The pipeline, with the resources of `resources_file` (else `$SKEWGATE_RESOURCES`, else the defaults), and
     the signing key mounted from the Secret `signing_secret_name` (else `$SKEWGATE_SIGNING_SECRET`; empty: the
-    steps sign only where `$SKEWGATE_SIGNING_KEY` is already set, as with kfp.local)."""
+    steps sign only where `$SKEWGATE_SIGNING_KEY` is already set, as with kfp.local), and the MLflow credentials
+    of the Secret `mlflow_secret_name` (else `$SKEWGATE_MLFLOW_SECRET`; empty: none) in every step that talks to
+    MLflow."""
     resources = load_resources(resources_file, variant=variant)
     gpu_image = GPU_IMAGE if variant == "gpu" else ""
     secret = signing_secret(signing_secret_name)
+    credentials = mlflow_secret(mlflow_secret_name)
 
     def sized(task: Any, step: str, name: str) -> Any:
         task.set_display_name(name)
         mount_signing_key(task, step, secret)
+        mount_mlflow_credentials(task, step, credentials)
         return apply(task, step, resources, gpu_image=gpu_image)
 
     @dsl.pipeline(
@@ -103,7 +108,7 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
         """
         # The exit handler ends the run's MLflow parent run with the outcome, however the tasks below end.
         finisher = add_finisher(pipeline="release-gate", tracking_uri=mlflow_tracking_uri, experiment=model_name,
-                                resources=resources)
+                                resources=resources, mlflow_secret=credentials)
         with dsl.ExitHandler(finisher, name="release-gate"):
             model = dsl.importer(artifact_uri=candidate_model, artifact_class=dsl.Model, reimport=True)
             model.set_display_name("candidate-model")

@@ -41,10 +41,10 @@ def _r(cpu: str, cpu_limit: str, memory: str, memory_limit: str) -> StepResource
     return StepResources(cpu_request=cpu, cpu_limit=cpu_limit, memory_request=memory, memory_limit=memory_limit)
 
 
-# Peak memory measured on the demo's inputs (benchmarks/step_memory.py; docs/design.md: resources table): export 613 MiB,
-# calibrate 328, drift 430, parity 591, probe 379 (tritonserver included), promote 244, finish 231, gate-blocked
-# 81. Requests are about 1.5-2x the peak, limits 2x the request; one CPU for the steps that compute, less for the
-# others.
+# Peak memory measured on the demo's inputs (benchmarks/step_memory.py; docs/design.md: resources table):
+# export 613 MiB, calibrate 328, drift 430, parity 591, probe 379 (tritonserver included), promote 244, finish 231,
+# gate-blocked 81. Requests are about 1.5-2x the peak, limits 2x the request; one CPU for the steps that compute,
+# less for the others.
 DEFAULTS: Mapping[str, StepResources] = {
     "export": _r("1", "2", "1Gi", "2Gi"),
     "calibrate": _r("1", "2", "768Mi", "1536Mi"),
@@ -118,7 +118,7 @@ def one_line_descriptions(pipeline: Any) -> Any:
     parameters (its run form) and its components' inputs and outputs. KFP's importers get a description of
     their `uri` too, so that every component parameter has one."""
     spec = pipeline.pipeline_spec
-    executors = spec.deployment_spec["executors"] if "executors" in spec.deployment_spec else {}
+    executors = dict(spec.deployment_spec.items()).get("executors", {})
     for component in spec.components.values():
         label = component.executor_label
         uri = component.input_definitions.parameters.get("uri")

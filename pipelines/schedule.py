@@ -1,4 +1,5 @@
-"""Upload the compiled pipelines to a KFP API server and create the nightly drift recurring run.
+"""Upload the compiled pipelines to a KFP API server and create the nightly drift recurring run (of the single-task
+nightly drift, or of its fan-out: `Schedule.nightly`).
 
 What the chart's upload Job runs, and `skewgate pipeline schedule` from a laptop. Idempotent, so a `helm upgrade`
 can run it again: a pipeline that exists gets a new version, and a recurring run of the same name is replaced.
@@ -45,6 +46,7 @@ class Schedule:
     namespace: str | None = None
     version: str = "0.1.0"  # pipeline version name prefix (the chart passes its appVersion)
     recurring: bool = True  # False: upload the pipelines only
+    nightly: str = NIGHTLY  # the pipeline the recurring run runs: nightly-drift or nightly-drift-fanout
 
 
 def check_cron(cron: str) -> str:
@@ -57,8 +59,10 @@ def check_cron(cron: str) -> str:
 
 def schedule(client: KfpApi, plan: Schedule, *, pipelines: Mapping[str, Any]) -> str | None:
     """Upload every pipeline in `pipelines` (name → pipeline function), then (re)create the nightly recurring
-    run: max concurrency 1 (two nightly checks never overlap) and no catch-up (a paused schedule does not
-    replay every missed night). Returns the recurring run's id (None with `recurring=False`)."""
+    run of `plan.nightly`: max concurrency 1 (two nightly checks never overlap) and no catch-up (a paused
+    schedule does not replay every missed night). The recurring run keeps one name whichever nightly pipeline
+    it runs, so switching to the fan-out replaces the single-task run instead of adding a second. Returns the
+    recurring run's id (None with `recurring=False`)."""
     from kfp import compiler
 
     check_cron(plan.cron)
@@ -70,8 +74,8 @@ def schedule(client: KfpApi, plan: Schedule, *, pipelines: Mapping[str, Any]) ->
             ids[name] = _upload(client, name, package, plan.version)
     if not plan.recurring:
         return None
-    if NIGHTLY not in ids:
-        raise InputError("pipelines", expected=f"the {NIGHTLY!r} pipeline", found=f"{sorted(ids)}")
+    if plan.nightly not in ids:
+        raise InputError("pipelines", expected=f"the {plan.nightly!r} pipeline", found=f"{sorted(ids)}")
     with _mapped(f"create experiment {plan.experiment!r}"):
         experiment_id = client.create_experiment(plan.experiment, namespace=plan.namespace).experiment_id
     job_name = f"skewgate-{NIGHTLY}"
@@ -82,7 +86,7 @@ def schedule(client: KfpApi, plan: Schedule, *, pipelines: Mapping[str, Any]) ->
             log.info("replacing recurring run %s (%s)", job_name, existing.recurring_run_id)
             with _mapped("delete recurring run"):
                 client.delete_recurring_run(existing.recurring_run_id)
-    pipeline_id, version_id = ids[NIGHTLY]
+    pipeline_id, version_id = ids[plan.nightly]
     with _mapped("create recurring run"):
         created = client.create_recurring_run(
             experiment_id=experiment_id, job_name=job_name, cron_expression=plan.cron, max_concurrency=1,

@@ -24,7 +24,26 @@ def calibrate_op(
     pipeline_run_id: str = "",
 ) -> str:
     """INT8 (QDQ) calibration of the exported model; labels come from a `labels` array in `eval_data`. The
-    defaults are `CalibrateOptions`' (KFP needs them spelled out here; a test holds them equal)."""
+    defaults are `CalibrateOptions`' (KFP needs them spelled out here; a test holds them equal). Returns the
+    verdict status.
+
+    Args:
+        onnx_model: FP32 ONNX model written by export.
+        calibration_data: `.npz` of calibration inputs named as the model's inputs.
+        eval_data: `.npz` of evaluation inputs with a `labels` array for the accuracy budget.
+        int8_model: The INT8 (QDQ) ONNX model.
+        verdict: The step's verdict (JSON).
+        metrics: The verdict's figures as KFP metrics.
+        report: The verdict as Markdown.
+        attestation: The signed envelope of the verdict (promote's evidence).
+        html_report: The HTML report.
+        histograms: Activation histograms of the calibration (PNG).
+        method: Calibration method: auto, minmax, percentile, entropy or mse.
+        max_accuracy_drop: Largest top-1 accuracy drop of the INT8 model (0.01 = 1 point).
+        tracking_uri: MLflow tracking URI where the step logs its run and verdict (empty: no MLflow).
+        experiment: MLflow experiment of the step's run.
+        pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
+    """
     from skewgate.calibrate.run import CalibrateOptions, run_calibrate
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record

@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import warnings
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,43 @@ EXPECTED = "a torch.export program (.pt2) with no pickled entries"
 CONFIG_SUFFIXES = ("_weights_config.json", "_constants_config.json")
 
 
+def reexport_hint(inputs: Sequence[str] = ("x",)) -> str:
+    """How to write the `.pt2` skewgate takes: the `torch.export` call with a dynamic batch, then the save."""
+    dims = ", ".join(f'"{name}": {{0: torch.export.Dim("batch")}}' for name in inputs)
+    example = "(example,)" if len(inputs) == 1 else f"({', '.join(inputs)})"
+    return (f"program = torch.export.export(model, {example}, dynamic_shapes={{{dims}}}) then "
+            'torch.export.save(program, "model.pt2")')
+
+
+def not_a_program(path: Path, zip_names: Sequence[str] | None = None) -> str | None:
+    """What a file that is not a `.pt2` is, and what to do, when it is something users often pass instead: a
+    `torch.save` checkpoint or an ONNX model (else None)."""
+    if zip_names is not None:
+        if any(n == "data.pkl" or n.endswith("/data.pkl") for n in zip_names):
+            return (f"a torch.save checkpoint (pickled weights or module), not a torch.export program; export the "
+                    f"model instead: {reexport_hint()}")
+        return None
+    with path.open("rb") as handle:
+        head = handle.read(2)
+    if len(head) == 2 and head[0] == 0x80 and 2 <= head[1] <= 5:  # a pickle: torch.save's legacy format
+        return (f"a torch.save checkpoint (a pickle), not a torch.export program; export the model instead: "
+                f"{reexport_hint()}")
+    if _is_onnx(path):
+        return (f"an ONNX model; skewgate export takes the PyTorch program ({reexport_hint()}); to judge an "
+                "existing ONNX file use skewgate parity --onnx …")
+    return None
+
+
+def _is_onnx(path: Path) -> bool:
+    try:
+        import onnx
+
+        model = onnx.load_model(str(path), load_external_data=False)
+    except Exception:  # any failure to parse means "not ONNX"
+        return False
+    return bool(model.ir_version > 0 and model.opset_import and model.graph.ByteSize())
+
+
 def pickled_entries(path: str | Path) -> list[str]:
     """Archive entries that torch would unpickle (sample inputs excluded: they are never read)."""
     path = Path(path)
@@ -41,7 +78,8 @@ def pickled_entries(path: str | Path) -> list[str]:
             names = archive.namelist()
             models = [n for n in names if "/models/" in f"/{n}" and n.endswith(".json")]
             if not models:
-                raise InputError(path, expected=EXPECTED, found="a zip archive with no models/<name>.json")
+                raise InputError(path, expected=EXPECTED, found=not_a_program(path, names)
+                                 or "a zip archive with no models/<name>.json")
             found = []
             for model in models:
                 root = model[: model.rfind("models/")]
@@ -56,7 +94,7 @@ def pickled_entries(path: str | Path) -> list[str]:
                     found += _pickled_payloads(path, archive, config)
             return found
     except zipfile.BadZipFile as err:
-        raise InputError(path, expected=EXPECTED, found="not a zip archive") from err
+        raise InputError(path, expected=EXPECTED, found=not_a_program(path) or "not a zip archive") from err
 
 
 def _pickled_payloads(path: Path, archive: zipfile.ZipFile, config: str) -> list[str]:
@@ -141,7 +179,10 @@ def load_program(model: str, inputs: str | Path, *, allow_pickle: bool = False, 
         raise
     except Exception as err:  # zip, pickle-free deserialisation and version errors all mean "not a .pt2"
         # torch's message points at warnings we silenced; the zip check says what the file really is.
-        kind = "a zip archive that is not a .pt2" if zipfile.is_zipfile(path) else "not a zip archive"
+        if zipfile.is_zipfile(path):
+            kind = "a zip archive that is not a .pt2"
+        else:
+            kind = not_a_program(path) or "not a zip archive"
         raise InputError(path, expected="a torch.export program (.pt2)",
                          found=f"{kind} ({type(err).__name__})") from err
     return program, sha256_file(path)

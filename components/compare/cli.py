@@ -1,5 +1,5 @@
 """`skewgate compare --onnx CANDIDATE.onnx --model-name NAME [--alias champion] --eval EVAL.npz
-[--labels LABELS.npy] --report R.json`."""
+[--labels LABELS.npy | --labels-key NAME] --report R.json`."""
 
 from __future__ import annotations
 
@@ -29,8 +29,11 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--alias", default=_DEFAULTS.alias,
                         help=f"registry alias of the model to beat (default: {_DEFAULTS.alias})")
     parser.add_argument("--eval", required=True, type=Path,
-                        help=".npz of model inputs (+ `labels` unless --labels, + optional slice array)")
-    parser.add_argument("--labels", type=Path, help=".npy of labels (default: the eval file's `labels` array)")
+                        help=".npz of model inputs (+ the labels array unless --labels, + optional slice array)")
+    parser.add_argument("--labels", type=Path,
+                        help=".npy of labels (default: the eval file's array named by --labels-key)")
+    parser.add_argument("--labels-key", default=_DEFAULTS.labels_key, metavar="NAME",
+                        help=f"array of the eval file that holds the labels (default: {_DEFAULTS.labels_key})")
     parser.add_argument("--task", choices=get_args(TaskChoice), default=_DEFAULTS.task,
                         help="classification or regression (default: from the output and label shapes)")
     parser.add_argument("--output", help="graph output to judge (default: the first)")
@@ -64,6 +67,7 @@ def _threshold_spec(metric: str, threshold: Threshold) -> str:
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     args = build_parser(parser).parse_args(argv)
     options = CompareOptions(alias=args.alias, task=args.task, output=args.output, slice_key=args.slice_key,
+                             labels_key=args.labels_key,
                              threshold_specs=tuple(args.threshold), confidence=args.confidence,
                              resamples=args.resamples, seed=args.seed, max_churn=args.max_churn,
                              min_slice_size=args.min_slice_size)

@@ -21,17 +21,37 @@ def compare_op(
     thresholds: str = "",
     confidence: float = 0.95,
     max_churn: float = -1.0,
+    labels_key: str = "labels",
     pipeline_run_id: str = "",
 ) -> str:
     """Judge the candidate against the `alias` version of `model_name`; `thresholds` as `skewgate compare
     --threshold` (`;`-separated), `max_churn` < 0: churn reported, not gated. Returns the verdict status.
-    Defaults equal `CompareOptions` (KFP needs them spelled out; a test holds them equal)."""
+    Defaults equal `CompareOptions` (KFP needs them spelled out; a test holds them equal).
+
+    Args:
+        onnx_model: Candidate ONNX model written by export.
+        eval_data: Labelled `.npz` evaluation data (the `labels_key` array, optional `slices`).
+        model_name: MLflow registered model whose `alias` version is the champion (also the experiment).
+        tracking_uri: MLflow tracking URI of the registry and the step's run.
+        verdict: The step's verdict (JSON).
+        metrics: The verdict's figures as KFP metrics.
+        report: The verdict as Markdown.
+        attestation: The signed envelope of the verdict (promote's evidence).
+        comparison: Champion-vs-candidate table (Markdown).
+        alias: Registry alias of the version to compare with.
+        task: auto, classification or regression.
+        thresholds: Metric thresholds as `skewgate compare --threshold`, `;`-separated (empty: the defaults).
+        confidence: Level of the bootstrap interval on each difference.
+        max_churn: Largest share of changed top-1 answers (< 0: reported, not gated).
+        labels_key: Name of the array of `eval_data` that holds the labels.
+        pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
+    """
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions
     from skewgate.compare.run import options_from_parameters, run
 
     options = options_from_parameters(alias=alias, task=task, thresholds=thresholds, confidence=confidence,
-                                      max_churn=max_churn)
+                                      max_churn=max_churn, labels_key=labels_key)
     result = run(onnx=onnx_model.path, model_name=model_name, eval_data=eval_data.path, markdown=comparison.path,
                  options=options,
                  tracking=TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id))

@@ -99,15 +99,27 @@ class Judging:
     min_slice_size: int
 
 
+@dataclass(frozen=True)
+class LabelsOrigin:
+    """Where the labels were read: a `.npy` file (`field` None) or an array of the eval file."""
+
+    source: Path
+    field: str | None
+
+    def describe(self) -> str:
+        return str(self.source) if self.field is None else f"the `{self.field}` array of {self.source.name}"
+
+
 def compare(*, candidate: str | Path, champion: Champion | None, eval_data: str | Path, labels: str | Path | None,
-            task: TaskChoice, output: str | None, slice_key: str, max_slices: int, judging: Judging) -> Verdict:
-    """Judge `candidate` against `champion` on `eval_data` (labels from `labels`, or its `labels` array)."""
+            task: TaskChoice, output: str | None, slice_key: str, max_slices: int, judging: Judging,
+            labels_key: str = "labels") -> Verdict:
+    """Judge `candidate` against `champion` on `eval_data` (labels from `labels`, or its `labels_key` array)."""
     candidate, eval_data = Path(candidate), Path(eval_data)
     arrays = load_npz(eval_data)
-    targets, labels_sha = _labels(arrays, eval_data, labels)
+    targets, labels_sha, origin = _labels(arrays, eval_data, labels, labels_key)
+    ours = _predict(candidate, eval_data, output, len(targets), origin)
     slices = _slices(arrays, eval_data, slice_key, len(targets), max_slices)
-    ours = _predict(candidate, eval_data, output, len(targets))
-    kind = _task(task, ours, targets, eval_data)
+    kind = _task(task, ours, targets, origin)
     data = {"eval": sha256_file(eval_data), **({"labels": labels_sha} if labels_sha else {})}
     subject = Subject(artifact=str(candidate), sha256=sha256_file(candidate), data=data)
     theirs = None
@@ -115,7 +127,7 @@ def compare(*, candidate: str | Path, champion: Champion | None, eval_data: str 
         checks = [Check("champion", passed=True, detail="no model version carries the alias: first promotion, "
                                                         "nothing to compare against")]
     else:
-        theirs = _predict(champion.path, eval_data, output, len(targets))
+        theirs = _predict(champion.path, eval_data, output, len(targets), origin)
         if theirs.shape != ours.shape:
             raise InputError(champion.label, field="output", expected=f"the candidate's output shape {ours.shape}",
                              found=f"shape {theirs.shape}: the champion answers a different question")
@@ -149,13 +161,13 @@ def _json_safe(row: dict[str, Any]) -> dict[str, Any]:
     return {k: None if isinstance(v, float) and not np.isfinite(v) else v for k, v in row.items()}
 
 
-def _labels(arrays: Mapping[str, np.ndarray], eval_data: Path, labels: str | Path | None) -> tuple[np.ndarray,
-                                                                                                   str | None]:
+def _labels(arrays: Mapping[str, np.ndarray], eval_data: Path, labels: str | Path | None, key: str
+            ) -> tuple[np.ndarray, str | None, LabelsOrigin]:
     if labels is None:
-        if "labels" not in arrays:
-            raise InputError(eval_data, field="labels", expected="a `labels` array (or pass a labels .npy)",
-                             found=f"arrays {sorted(arrays)}")
-        return arrays["labels"], None
+        if key not in arrays:
+            raise InputError(eval_data, field=key, expected=f"a `{key}` array of labels (name another with "
+                             "--labels-key, or pass a labels .npy with --labels)", found=f"arrays {sorted(arrays)}")
+        return arrays[key], None, LabelsOrigin(eval_data, key)
     path = Path(labels)
     try:
         values = np.load(path, allow_pickle=False)
@@ -163,7 +175,7 @@ def _labels(arrays: Mapping[str, np.ndarray], eval_data: Path, labels: str | Pat
         raise InputError(path, expected="a .npy array of labels", found=f"unreadable ({err})") from err
     if not isinstance(values, np.ndarray):
         raise InputError(path, expected="a .npy array of labels", found="an .npz archive")
-    return values, sha256_file(path)
+    return values, sha256_file(path), LabelsOrigin(path, None)
 
 
 def _slices(arrays: Mapping[str, np.ndarray], eval_data: Path, key: str, n: int, limit: int) -> np.ndarray | None:
@@ -179,7 +191,7 @@ def _slices(arrays: Mapping[str, np.ndarray], eval_data: Path, key: str, n: int,
     return values
 
 
-def _predict(model_path: Path, eval_data: Path, output: str | None, n: int) -> np.ndarray:
+def _predict(model_path: Path, eval_data: Path, output: str | None, n: int, labels: LabelsOrigin) -> np.ndarray:
     model = load_onnx(model_path)
     specs = onnx_input_specs(model)
     arrays = load_npz(eval_data, expected=specs)
@@ -188,16 +200,18 @@ def _predict(model_path: Path, eval_data: Path, output: str | None, n: int) -> n
     if name not in names:
         raise InputError(model_path, field="output", expected=f"one of the outputs {names}", found=repr(name))
     for spec in specs:
-        if len(arrays[spec.name]) != n:
-            raise InputError(eval_data, field=spec.name, expected=f"{n} samples (as many as labels)",
-                             found=f"{len(arrays[spec.name])}")
+        if len(arrays[spec.name]) != n:  # the labels are what is short (or long): the inputs are what is judged
+            raise InputError(labels.source, field=labels.field,
+                             expected=f"one label per sample: {len(arrays[spec.name])} labels, as many as the "
+                                      f"samples of input `{spec.name}` in {eval_data.name}",
+                             found=f"{n} labels in {labels.describe()}")
     runner = session(model)
     parts = [run_by_name(runner, {s.name: arrays[s.name][start:start + BATCH] for s in specs})[name]
              for start in range(0, n, BATCH)]
     return np.concatenate(parts)
 
 
-def _task(choice: TaskChoice, outputs: np.ndarray, targets: np.ndarray, eval_data: Path) -> Task:
+def _task(choice: TaskChoice, outputs: np.ndarray, targets: np.ndarray, labels: LabelsOrigin) -> Task:
     """Classification: integer labels, one per sample, and a score per class; regression: float targets with
     one value per output value. `auto` picks from these shapes and says which to declare when it cannot."""
     n = len(targets)
@@ -206,7 +220,7 @@ def _task(choice: TaskChoice, outputs: np.ndarray, targets: np.ndarray, eval_dat
     kind: Task
     if choice == "auto":
         if classify == regress:
-            raise InputError(eval_data, field="labels", expected="integer class labels of shape (n,) with a "
+            raise InputError(labels.source, field=labels.field, expected="integer class labels of shape (n,) with a "
                              "(n, classes) output, or float targets as many as the outputs (else declare --task)",
                              found=f"labels {targets.dtype}{list(targets.shape)}, output "
                                    f"{outputs.dtype}{list(outputs.shape)}")
@@ -215,13 +229,14 @@ def _task(choice: TaskChoice, outputs: np.ndarray, targets: np.ndarray, eval_dat
         kind = choice
     if kind == "classification":
         if not classify:
-            raise InputError(eval_data, field="labels", expected="integer labels (n,) and an (n, classes) output",
+            raise InputError(labels.source, field=labels.field,
+                             expected="integer labels (n,) and an (n, classes) output",
                              found=f"labels {targets.dtype}{list(targets.shape)}, output {list(outputs.shape)}")
         if targets.min() < 0 or targets.max() >= outputs.shape[1]:
-            raise InputError(eval_data, field="labels", expected=f"class indices in [0, {outputs.shape[1]})",
+            raise InputError(labels.source, field=labels.field, expected=f"class indices in [0, {outputs.shape[1]})",
                              found=f"values in [{targets.min()}, {targets.max()}]")
     elif targets.size != outputs.size:
-        raise InputError(eval_data, field="labels", expected=f"{outputs.size} targets (one per output value)",
+        raise InputError(labels.source, field=labels.field, expected=f"{outputs.size} targets (one per output value)",
                          found=f"{targets.size}")
     return kind
 

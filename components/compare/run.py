@@ -40,6 +40,7 @@ class CompareOptions:
     task: TaskChoice = "auto"
     output: str | None = None  # graph output to judge (default: the first)
     slice_key: str = "slices"  # eval array naming each sample's slice; judged per slice when present
+    labels_key: str = "labels"  # eval array holding the labels (unless a labels .npy is given)
     thresholds: Mapping[str, Threshold] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
     # `METRIC:FIELD=VALUE[,…]` changes over `thresholds`, as the user spelled them: read when judging starts, so
     # that a bad one is an `error` verdict recorded like any other bad input
@@ -91,12 +92,12 @@ def parse_thresholds(specs: list[str], *, base: Mapping[str, Threshold] | None =
 
 
 def options_from_parameters(*, alias: str, task: str, thresholds: str, confidence: float,
-                            max_churn: float) -> CompareOptions:
+                            max_churn: float, labels_key: str = "labels") -> CompareOptions:
     """Options from pipeline parameters (plain strings and numbers; `judging()` validates them); `thresholds` as
     `--threshold`, `;`-separated; `max_churn` < 0 means not gated."""
     return CompareOptions(alias=alias, task=cast(TaskChoice, task),
                           threshold_specs=(thresholds,) if thresholds else (), confidence=confidence,
-                          max_churn=max_churn if max_churn >= 0 else None)
+                          max_churn=max_churn if max_churn >= 0 else None, labels_key=labels_key)
 
 
 def run(*, onnx: str | Path, model_name: str, eval_data: str | Path, options: CompareOptions,
@@ -128,7 +129,7 @@ def _judge_in_run(run: StepRun | None, *, onnx: str | Path, model_name: str, eva
             label=f"{model_name}@{options.alias} (version {registered.version})")
         verdict = compare(candidate=onnx, champion=champion, eval_data=eval_data, labels=labels, task=options.task,
                           output=options.output, slice_key=options.slice_key, max_slices=options.max_slices,
-                          judging=judging)
+                          judging=judging, labels_key=options.labels_key)
         if registered is not None:
             verdict = dataclasses.replace(verdict, registry_tags={
                 "skewgate.compare.champion_version": registered.version,

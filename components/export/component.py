@@ -22,8 +22,22 @@ def export_op(
 ) -> str:
     """Export the .pt2 to ONNX and judge it; returns the verdict status. Raises when it could not evaluate.
 
-    `tolerances`: `OUTPUT=RTOL,ATOL` overrides as `skewgate export --tolerance`, `;`-separated. Defaults equal
-    `ExportOptions` (KFP needs them spelled out; a test holds them equal).
+    Defaults equal `ExportOptions` (KFP needs them spelled out; a test holds them equal).
+
+    Args:
+        model: Candidate torch.export `.pt2` program.
+        example_inputs: `.npz` of example inputs named as the model's inputs.
+        onnx_model: The exported FP32 ONNX model.
+        verdict: The step's verdict (JSON).
+        metrics: The verdict's figures as KFP metrics.
+        report: The verdict as Markdown.
+        attestation: The signed envelope of the verdict (promote's evidence).
+        tracking_uri: MLflow tracking URI where the step logs its run and verdict (empty: no MLflow).
+        experiment: MLflow experiment of the step's run.
+        pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
+        max_samples: Example inputs compared between PyTorch and ONNX Runtime.
+        tolerances: `OUTPUT=RTOL,ATOL` overrides as `skewgate export --tolerance`, `;`-separated (empty: the
+            defaults).
     """
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions

@@ -23,7 +23,7 @@ from skewgate.common.batching import Runner, batch_invariance
 from skewgate.common.compare import Tolerance, compare_close
 from skewgate.common.errors import ExportError, InputError
 from skewgate.common.io import TensorSpec, load_npz, load_onnx, sha256_file
-from skewgate.common.pt2 import load_program, quiet
+from skewgate.common.pt2 import load_program, quiet, reexport_hint
 from skewgate.common.rounding import Rounding, beside, first_samples, measure
 from skewgate.common.tensor_stats import sha256_array, summarize
 from skewgate.common.verdict import Check, Subject, TensorStats, Verdict
@@ -74,7 +74,7 @@ def export_model(*, model: str | Path, inputs: str | Path, out: str | Path,
     out = Path(out)
     program, source_sha = load_program(str(model), inputs, allow_pickle=options.allow_pickle)
     specs = _input_specs(program)
-    arrays = load_npz(inputs, expected=specs)
+    arrays = _load_inputs(model, inputs, specs)
     feeds = {spec.name: arrays[spec.name][:options.max_samples] for spec in specs}
     checks: list[Check] = [finite_inputs(feeds)]
     lint_checks, gelus = lint_program(program)
@@ -141,6 +141,28 @@ def parse_tolerances(items: Iterable[str]) -> dict[str, Tolerance]:
         except ValueError as err:
             raise InputError("--tolerance", field=item, expected="OUTPUT=RTOL,ATOL", found=str(err)) from err
     return result
+
+
+def _load_inputs(model: str | Path, inputs: str | Path, specs: Sequence[TensorSpec]) -> dict[str, np.ndarray]:
+    """The example inputs, checked against the program's inputs. When they differ only in the batch size and the
+    program's batch axis is fixed, the program is what is wrong (traced without `dynamic_shapes`), and the error
+    says so and how to re-export it."""
+    try:
+        return load_npz(inputs, expected=specs)
+    except InputError as err:
+        spec = next((s for s in specs if s.name == err.field and s.shape and s.shape[0] is not None), None)
+        if spec is None:
+            raise
+        found = load_npz(inputs).get(spec.name)
+        if found is None or found.ndim != len(spec.shape) or found.dtype != np.dtype(spec.dtype) \
+                or found.shape[0] == spec.shape[0] \
+                or any(want not in (None, got) for want, got in zip(spec.shape[1:], found.shape[1:], strict=True)):
+            raise
+        raise InputError(model, field=spec.name, expected="a program that takes any batch size",
+                         found=f"a program traced with a fixed batch: it takes {spec.describe()} only (axis 0 = "
+                               f"{spec.shape[0]}) and {Path(inputs).name} holds {found.shape[0]} samples; "
+                               f"re-export it with a dynamic batch: {reexport_hint([s.name for s in specs])}"
+                         ) from err
 
 
 def _input_specs(program: torch.export.ExportedProgram) -> list[TensorSpec]:

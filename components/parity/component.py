@@ -26,7 +26,28 @@ def parity_op(
     pipeline_run_id: str = "",
 ) -> str:
     """Layerwise parity of the exported model and its INT8 version; against Triton too when `triton_url` is set;
-    with `fp16`, also its FP16 conversion value by value, with the nodes to keep in FP32 proposed and checked."""
+    with `fp16`, also its FP16 conversion value by value, with the nodes to keep in FP32 proposed and checked.
+    Returns the verdict status.
+
+    Args:
+        torch_model: Candidate torch.export `.pt2` program (the reference).
+        onnx_model: FP32 ONNX model written by export.
+        int8_model: INT8 ONNX model written by calibrate.
+        eval_data: `.npz` of inputs named as the model's inputs.
+        verdict: The step's verdict (JSON).
+        metrics: The verdict's figures as KFP metrics.
+        report: The verdict as Markdown.
+        attestation: The signed envelope of the verdict (promote's evidence).
+        html_report: The HTML report.
+        layer_plot: Per-layer error plot (PNG).
+        triton_url: `host:port` of a live Triton to check as well (empty: none).
+        triton_model: Model name on that Triton (required with `triton_url`).
+        fp16: Also judge an FP16 conversion of the model and propose the nodes to keep in FP32.
+        layerwise: Compare every intermediate layer, not only the outputs.
+        tracking_uri: MLflow tracking URI where the step logs its run and verdict (empty: no MLflow).
+        experiment: MLflow experiment of the step's run.
+        pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
+    """
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
     from skewgate.parity.core import ParityOptions

@@ -19,8 +19,21 @@ def preprocess_op(
     experiment: str = "skewgate",
     pipeline_run_id: str = "",
 ) -> str:
-    """`train_fn` / `serve_fn` as `module:function`, importable in the component image; `array`: which array of
-    the raw .npz ("" for the first). Returns the verdict status."""
+    """The training and the serving preprocessing on the same raw samples. Returns the verdict status.
+
+    Args:
+        raw_data: `.npz` of raw samples.
+        train_fn: Training preprocessing as `module:function`, importable in the component image.
+        serve_fn: Serving preprocessing as `module:function`, importable in the component image.
+        verdict: The step's verdict (JSON).
+        metrics: The verdict's figures as KFP metrics.
+        report: The verdict as Markdown.
+        attestation: The signed envelope of the verdict.
+        array: Which array of the raw `.npz` (empty: the first).
+        tracking_uri: MLflow tracking URI where the step logs its run and verdict (empty: no MLflow).
+        experiment: MLflow experiment of the step's run.
+        pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
+    """
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
     from skewgate.preprocess.run import PreprocessOptions, run_preprocess

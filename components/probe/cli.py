@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import get_args
@@ -17,6 +18,8 @@ from skewgate.common.triton.repository import Platform
 from skewgate.common.verdict import Verdict
 
 REQUIRED = ("model", "onnx", "inputs")  # required by the probe itself, not by its subcommands
+# `probe serve` writes here, never into the current folder
+SERVE_WORKDIR = Path(tempfile.gettempdir()) / "skewgate-probe-serve"
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -28,7 +31,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                      "file, outputs, batching, latency. `probe serve` and `probe install` also exist.",
              example="""
                  skewgate probe --url 127.0.0.1:8000 --model digits-cnn --onnx model.onnx --inputs X.npz \\
-                     --repository work/triton-repo --report probe.json
+                     --repository /tmp/skewgate-probe-serve/triton-repo --report probe.json
              """)
     parser.add_argument("--url", help="host:port of the server; omit to start a local tritonserver for the probe")
     parser.add_argument("--protocol", choices=get_args(Protocol), default=defaults.protocol,
@@ -58,8 +61,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
              """)
     serve.add_argument("--onnx", required=True, type=Path, help="the ONNX model to serve")
     serve.add_argument("--name", required=True, help="model name on the server (the probe's --model)")
-    serve.add_argument("--repository", type=Path, default=Path("work/triton-repo"),
-                       help="model repository to write and serve (default: %(default)s)")
+    serve.add_argument("--workdir", type=Path, default=SERVE_WORKDIR,
+                       help="folder for the model repository and the server log (default: %(default)s)")
+    serve.add_argument("--repository", type=Path,
+                       help="model repository to write and serve (default: WORKDIR/triton-repo)")
     serve.add_argument("--platform", choices=get_args(Platform), default="python",
                        help="python: a Python-backend model running the file with onnxruntime (the only backend "
                             "of the nvidia-pytriton tritonserver); onnxruntime_onnx: Triton's ONNX Runtime backend "
@@ -72,7 +77,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                  skewgate probe install --home ~/.cache/skewgate/triton
              """)
     install.add_argument("--home", type=Path,
-                         help="where to install (default: $SKEWGATE_TRITON_HOME or ~/.cache/skewgate/triton)")
+                         help="where to install (default: $SKEWGATE_TRITON_HOME, else the checkout's .triton when "
+                              "it exists, else ~/.cache/skewgate/triton)")
     install.set_defaults(handler=_install)
     return parser
 
@@ -106,15 +112,18 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 def _serve(args: argparse.Namespace) -> int:
     configure_logging()
     from skewgate.common.triton.repository import write_repository
-    from skewgate.common.triton.server import triton_server
+    from skewgate.common.triton.server import find_installation, triton_server
 
+    repository = args.repository or args.workdir / "triton-repo"
     try:
-        written = write_repository(args.onnx, args.repository, name=args.name, platform=args.platform)
-        with triton_server(args.repository, models=(args.name,)) as server:
+        installation = find_installation()  # before anything is written
+        written = write_repository(args.onnx, repository, name=args.name, platform=args.platform)
+        with triton_server(repository, models=(args.name,), installation=installation,
+                           log_path=repository.parent / "tritonserver.log") as server:
             print(f"serving {args.name} v{written.version} (sha256 {written.sha256[:12]}…)\n"
                   f"  HTTP {server.http_url}   gRPC {server.grpc_url}   log {server.log_path}\n"
                   f"  try: skewgate probe --url {server.http_url} --model {args.name} --onnx {args.onnx} "
-                  f"--inputs X.npz --repository {args.repository}\nCtrl-C stops it.", file=sys.stderr)
+                  f"--inputs X.npz --repository {repository}\nCtrl-C stops it.", file=sys.stderr)
             while True:
                 time.sleep(3600)
     except KeyboardInterrupt:

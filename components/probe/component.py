@@ -20,9 +20,23 @@ def triton_probe_op(
     experiment: str = "",
     pipeline_run_id: str = "",
 ) -> str:
-    """`triton_url` empty: write the repository and run a local tritonserver in this step (local runs, or a pod
-    whose image carries tritonserver); otherwise probe that server (host:port). `experiment` empty: the MLflow
-    experiment named as the model."""
+    """Probe Triton with the exported model; returns the verdict status.
+
+    Args:
+        onnx_model: FP32 ONNX model written by export.
+        probe_inputs: `.npz` of inputs named as the model's inputs.
+        model_name: Model name on the Triton server (also the MLflow experiment when `experiment` is empty).
+        verdict: The step's verdict (JSON).
+        metrics: The verdict's figures as KFP metrics.
+        report: The verdict as Markdown.
+        attestation: The signed envelope of the verdict (promote's evidence).
+        triton_url: `host:port` of the Triton to probe; empty: write the model repository and run tritonserver
+            in this step (local runs, or a pod whose image carries tritonserver).
+        protocol: Triton client protocol, http or grpc.
+        tracking_uri: MLflow tracking URI where the step logs its run and verdict (empty: no MLflow).
+        experiment: MLflow experiment of the step's run (empty: named as the model).
+        pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
+    """
     from typing import cast
 
     from skewgate.common.kfp_io import finish

@@ -38,8 +38,36 @@ def promote_op(
 ) -> str:
     """Promote only on complete, matching, signed evidence; returns `pass` (promoted) or `fail` (refused).
 
-    `trusted_public_keys` holds PEM public keys (one or several, concatenated): the signatures that count.
     Defaults equal `PromoteOptions` (KFP needs them spelled out; a test holds them equal).
+
+    Args:
+        onnx_model: FP32 ONNX model written by export (registered on promotion).
+        int8_model: INT8 ONNX model written by calibrate (logged with the registered version).
+        example_inputs: `.npz` of example inputs (the registered model's input example and signature).
+        export_verdict: Export's verdict.
+        export_attestation: Export's signed envelope.
+        drift_verdict: Drift's verdict.
+        drift_attestation: Drift's signed envelope.
+        probe_verdict: The Triton probe's verdict.
+        probe_attestation: The Triton probe's signed envelope.
+        parity_verdict: Parity's verdict.
+        parity_attestation: Parity's signed envelope.
+        calibrate_verdict: Calibrate's verdict.
+        calibrate_attestation: Calibrate's signed envelope.
+        compare_verdict: Compare's verdict.
+        compare_attestation: Compare's signed envelope.
+        model_name: MLflow registered model to promote into (also the experiment).
+        tracking_uri: MLflow tracking URI of the registry and the step's run.
+        verdict: Promote's decision (JSON).
+        metrics: The decision's figures as KFP metrics.
+        report: The decision as Markdown.
+        attestation: The signed envelope of the decision.
+        trusted_public_keys: PEM public keys (one or several, concatenated) whose signatures count.
+        allow_unsigned: Accept unsigned evidence (local experiments only: anyone could have written it).
+        alias: Registry alias moved to the promoted version.
+        required_steps: Comma-separated steps whose passing verdict is required.
+        allow_warn: Promote on `warn` verdicts too (default: only `pass`).
+        pipeline_run_id: KFP pipeline run id; every verdict must have been logged in this run.
     """
     import tempfile
     from pathlib import Path
@@ -69,7 +97,11 @@ def promote_op(
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
 def gate_blocked(verdict: dsl.Input[dsl.Artifact]) -> None:
-    """Fails the run when promotion was refused, so that the run's state (and alerting) shows the block."""
+    """Fails the run when promotion was refused, so that the run's state (and alerting) shows the block.
+
+    Args:
+        verdict: Promote's refusal (JSON).
+    """
     from skewgate.common.verdict import Verdict
 
     refused = Verdict.read(verdict.path)

@@ -21,7 +21,19 @@ def verify_op(
     signed decision names this model, version and alias under a policy that required at least `required_steps`
     (comma-separated), and every required step's signed verdict holds, against `trusted_public_keys` (PEM text,
     one or several keys). Returns `pass` or `fail`; a registry that cannot be read within `mlflow_deadline`
-    seconds fails the task."""
+    seconds fails the task.
+
+    Args:
+        model_name: MLflow registered model to check.
+        tracking_uri: MLflow tracking URI of the registry.
+        trusted_public_keys: PEM public keys (one or several, concatenated) whose signatures count.
+        verdict: The verification's verdict (JSON).
+        metrics: The verdict's figures as KFP metrics.
+        report: The verdict as Markdown.
+        alias: Registry alias of the version to check.
+        required_steps: Comma-separated steps promote's policy must have required, at least.
+        mlflow_deadline: Seconds to read the registry before the task fails.
+    """
     import tempfile
     from pathlib import Path
 

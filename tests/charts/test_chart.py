@@ -97,6 +97,24 @@ def test_mlflow_credentials_come_from_the_named_secret():
             "verbs": ["get"]} in rules
 
 
+def test_the_mlflow_secret_reaches_the_compiled_step_pods(tmp_path):
+    """The schedule Job compiles the pipelines with the gates ConfigMap as its environment: the Secret it names
+    must end up in the platform spec of every step that talks to MLflow, not only in the Job."""
+    docs = kinds(render(VALUES["private-registry"]))
+    config = docs["ConfigMap/skewgate-gates"]["data"]
+    assert config["SKEWGATE_MLFLOW_SECRET"] == "mlflow-credentials"
+    assert kinds(render({}))["ConfigMap/skewgate-gates"]["data"]["SKEWGATE_MLFLOW_SECRET"] == ""
+    env = {**os.environ, "SKEWGATE_MLFLOW_SECRET": config["SKEWGATE_MLFLOW_SECRET"]}
+    out = tmp_path / "release_gate.yaml"
+    subprocess.run([sys.executable, "-m", "skewgate.cli", "pipeline", "compile", "--out", str(out)], env=env,
+                   check=True, capture_output=True)
+    executors = list(yaml.safe_load_all(out.read_text()))[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    for label in ("exec-export-op", "exec-promote-op", "exec-finish-run-op"):
+        keys = {(s["secretName"], kv["envVar"]) for s in executors[label]["secretAsEnv"] for kv in s["keyToEnv"]}
+        assert keys == {("mlflow-credentials", "MLFLOW_TRACKING_USERNAME"),
+                        ("mlflow-credentials", "MLFLOW_TRACKING_PASSWORD")}, label
+
+
 def test_triton_deployment_takes_gpu_resources():
     docs = kinds(render(VALUES["triton-gpu"]))
     container = docs["Deployment/skewgate-triton"]["spec"]["template"]["spec"]["containers"][0]

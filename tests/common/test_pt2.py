@@ -114,3 +114,23 @@ def test_files_that_are_not_programs_are_bad_input(tmp_path, content, found):
         path.write_bytes(content)
     with pytest.raises(InputError, match=found):
         load_exported_program(path)
+
+
+@pytest.mark.parametrize("zipped", [True, False], ids=["zip", "legacy-pickle"])
+def test_a_torch_save_checkpoint_is_named_with_the_export_to_run_instead(tmp_path, zipped, marker):
+    import torch
+
+    checkpoint = tmp_path / "weights.pt"
+    torch.save({"linear.weight": torch.zeros(2, 4)}, checkpoint, _use_new_zipfile_serialization=zipped)
+    with pytest.raises(InputError, match=r"found a torch\.save checkpoint") as info:
+        load_exported_program(checkpoint)
+    assert 'dynamic_shapes={"x": {0: torch.export.Dim("batch")}}) then torch.export.save(program, "model.pt2")' \
+        in str(info.value)
+    assert not marker.exists()
+
+
+def test_an_unknown_file_is_still_not_a_zip_archive(tmp_path):
+    junk = tmp_path / "junk.pt2"
+    junk.write_bytes(b"hello, not a program")
+    with pytest.raises(InputError, match=r"found not a zip archive$"):
+        load_exported_program(junk)

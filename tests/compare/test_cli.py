@@ -151,6 +151,33 @@ def test_slice_names_are_escaped_in_the_table(registry, digits_models, tmp_path)
     assert "&lt;img src=x onerror=alert\\(1\\)&gt;\\|even" in table
 
 
+def test_labels_key_names_the_labels_array(registry, digits_models, tmp_path):
+    built, _data, split = digits_models
+    np.savez(tmp_path / "eval.npz", x=split.eval_x, digit=split.eval_y)
+    code, verdict = registry.compare(built["strong"], tmp_path / "eval.npz", "--labels-key", "digit")
+    assert code == 0 and verdict.details["samples"] == len(split.eval_y)
+
+
+def test_labels_under_another_name_exit_2_naming_the_option(registry, digits_models, tmp_path, capsys):
+    built, _data, split = digits_models
+    np.savez(tmp_path / "eval.npz", x=split.eval_x, digit=split.eval_y)
+    code, verdict = registry.compare(built["strong"], tmp_path / "eval.npz")
+    assert code == 2
+    assert "eval.npz: labels: expected a `labels` array of labels (name another with --labels-key" in verdict.message
+    assert "found arrays ['digit', 'x']" in capsys.readouterr().err
+
+
+def test_short_labels_exit_2_blaming_the_labels_with_both_lengths(registry, digits_models, tmp_path, capsys):
+    built, _data, split = digits_models
+    n = len(split.eval_x)
+    np.savez(tmp_path / "eval.npz", x=split.eval_x, digit=split.eval_y[:10])
+    code, verdict = registry.compare(built["strong"], tmp_path / "eval.npz", "--labels-key", "digit")
+    assert code == 2
+    message = (f"eval.npz: digit: expected one label per sample: {n} labels, as many as the samples of input `x` "
+               "in eval.npz, found 10 labels in the `digit` array of eval.npz")
+    assert message in verdict.message and message in capsys.readouterr().err
+
+
 def test_bad_threshold_exits_2(registry, digits_models):
     built, data, _ = digits_models
     code, verdict = registry.compare(built["strong"], data, "--threshold", "accuracy:floor=high")

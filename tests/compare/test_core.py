@@ -175,8 +175,7 @@ def test_bad_input_names_the_field(digits_models, tmp_path, case):
     elif case == "float-labels-for-classes":
         arrays["labels"] = split.eval_y.astype(np.float32)
     elif case == "short-labels":
-        arrays["labels"] = split.eval_y[:10]
-        field = "x"
+        arrays["labels"] = split.eval_y[:10]  # the labels are short, not the inputs
     elif case == "champion-other-output":
         champion = models.linear_onnx(tmp_path / "three.onnx", np.ones((64, 3)), np.zeros(3))
         field = "output"
@@ -203,3 +202,26 @@ def test_options_are_checked():
     with pytest.raises(InputError):
         CompareOptions(resamples=10).judging()
     assert isinstance(CompareOptions().judging(), Judging)
+
+
+def test_labels_under_another_name(digits_models, tmp_path):
+    built, _data, split = digits_models
+    np.savez(tmp_path / "eval.npz", x=split.eval_x, y=split.eval_y)
+    with pytest.raises(InputError, match=r"eval\.npz: labels: expected a `labels` array of labels .*--labels-key"):
+        _compare(built["weak"], built["strong"], tmp_path / "eval.npz")
+    champion = Champion(built["strong"], sha256_file(built["strong"]), "m@champion (version 1)")
+    verdict = compare(candidate=built["weak"], champion=champion, eval_data=tmp_path / "eval.npz", labels=None,
+                      task="auto", output=None, slice_key="slices", max_slices=50, judging=_judging(),
+                      labels_key="y")
+    assert verdict.status == "fail" and verdict.details["samples"] == len(split.eval_y)
+
+
+def test_short_labels_in_a_npy_are_blamed_on_the_labels_file(digits_models, tmp_path):
+    built, _data, split = digits_models
+    np.savez(tmp_path / "inputs.npz", x=split.eval_x)
+    np.save(tmp_path / "labels.npy", split.eval_y[:10])
+    with pytest.raises(InputError) as caught:
+        _compare(built["weak"], built["strong"], tmp_path / "inputs.npz", labels=tmp_path / "labels.npy")
+    assert caught.value.source == str(tmp_path / "labels.npy") and caught.value.field is None
+    assert f"expected one label per sample: {len(split.eval_x)} labels, as many as the samples of input `x` in " \
+           f"inputs.npz, found 10 labels in {tmp_path / 'labels.npy'}" in str(caught.value)

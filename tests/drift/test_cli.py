@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 from mlflow import MlflowClient
 
@@ -84,3 +85,48 @@ def test_flag_defaults_are_the_documented_options():
         defaults.alpha_ks, defaults.alpha_mmd, defaults.correction, defaults.min_effect, defaults.permutations,
         defaults.seed)
     assert build_parser().parse_args(["profile", "--reference", "r", "--out", "o"]).sketch == defaults.sketch
+
+
+def _csv(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_csv_read_as_int64_on_one_side_and_float64_on_the_other_is_compared_as_float64(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    ints = rng.integers(0, 5, 400)
+    floats = rng.integers(0, 5, 400) + 0.5 * (rng.random(400) < 0.01)
+    ref = _csv(tmp_path / "ref.csv", "a,b\n" + "".join(f"{v},{w}\n" for v, w in zip(ints, ints, strict=True)))
+    cur = _csv(tmp_path / "cur.csv", "a,b\n" + "".join(f"{v},{w}\n" for v, w in zip(floats, ints, strict=True)))
+    assert main(["drift", "--reference", str(ref), "--current", str(cur), "--report", str(tmp_path / "d.json")]) == 0
+    assert json.loads((tmp_path / "d.json").read_text())["status"] in ("pass", "warn")
+    assert "ERROR" not in capsys.readouterr().err
+
+
+def test_csv_files_of_one_data_set_read_as_int64_and_float64_are_read_as_float64(tmp_path):
+    (tmp_path / "ref").mkdir()
+    _csv(tmp_path / "ref" / "1.csv", "a\n" + "".join(f"{i % 5}\n" for i in range(300)))
+    _csv(tmp_path / "ref" / "2.csv", "a\n" + "".join(f"{i % 5 + 0.5}\n" for i in range(300)))
+    cur = _csv(tmp_path / "cur.csv", "a\n" + "".join(f"{i % 5}\n" for i in range(300)))
+    assert main(["drift", "--reference", str(tmp_path / "ref" / "*.csv"), "--current", str(cur), "--report",
+                 str(tmp_path / "d.json")]) in (0, 1)  # judged (the 0.5 shift may drift), not refused
+    assert json.loads((tmp_path / "d.json").read_text())["status"] in ("pass", "warn", "fail")
+
+
+def test_csv_column_of_numbers_on_one_side_and_text_on_the_other_exits_2_naming_both(tmp_path, capsys):
+    ref = _csv(tmp_path / "ref.csv", "a,b\n" + "1,2\n" * 50)
+    cur = _csv(tmp_path / "cur.csv", "a,b\n" + "x,2\n" * 50)
+    assert main(["drift", "--reference", str(ref), "--current", str(cur)]) == 2
+    err = capsys.readouterr().err
+    assert "cur.csv: a: expected dtype float64 (as in the reference), found dtype object" in err
+
+
+def test_csv_files_of_one_data_set_with_numbers_and_text_in_one_column_exit_2_naming_both(tmp_path, capsys):
+    (tmp_path / "ref").mkdir()
+    _csv(tmp_path / "ref" / "1.csv", "a,b\n" + "1,2\n" * 50)
+    _csv(tmp_path / "ref" / "2.csv", "a,b\n" + "x,2\n" * 50)
+    cur = _csv(tmp_path / "cur.csv", "a,b\n" + "1,2\n" * 50)
+    assert main(["drift", "--reference", str(tmp_path / "ref" / "*.csv"), "--current", str(cur)]) == 2
+    err = capsys.readouterr().err
+    assert "2.csv: a: expected type int64, as in " in err and "1.csv, found type string" in err
+    assert "Traceback" not in err

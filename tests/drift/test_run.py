@@ -190,7 +190,7 @@ def test_nightly_needs_tracking():
 
 def test_nightly_carries_the_series_on_the_champions_tags_and_a_new_profile_starts_a_new_one(data, registry,
                                                                                              tmp_path):
-    from skewgate.drift.series import CHECK, SeriesState, load_state
+    from skewgate.drift.stats.series import CHECK, SeriesState, load_state
 
     for night in (1, 2):
         verdict = run_nightly(None, registry, model_name="m", current=data.healthy, run_date=DATE,

@@ -81,3 +81,53 @@ def test_unknown_command_exits_2(capsys):
     with pytest.raises(SystemExit) as info:
         main(["nope"])
     assert info.value.code == 2
+
+
+SNIPPET = ('program = torch.export.export(model, (example,), dynamic_shapes={"x": {0: torch.export.Dim("batch")}}) '
+           'then torch.export.save(program, "model.pt2")')
+
+
+def _refused(model, example_npz, tmp_path, capsys):
+    code = _run("--model", model, "--inputs", example_npz, "--out", tmp_path / "m.onnx", "--report",
+                tmp_path / "r.json")
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert json.loads((tmp_path / "r.json").read_text())["status"] == "error"
+    assert "Traceback" not in err
+    return err
+
+
+def test_a_torch_save_checkpoint_exits_2_saying_what_it_is_and_how_to_export(example_npz, tmp_path, capsys):
+    import torch
+
+    from tests.export.models import SmallNet
+
+    checkpoint = tmp_path / "model.pt"
+    torch.save(SmallNet().state_dict(), checkpoint)
+    err = _refused(checkpoint, example_npz, tmp_path, capsys)
+    assert "model.pt: expected a torch.export program (.pt2) with no pickled entries, found a torch.save " \
+           "checkpoint" in err
+    assert SNIPPET in err
+
+
+def test_an_onnx_file_exits_2_pointing_at_parity(example_npz, tmp_path, capsys):
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1, 8, 8])])
+    model = tmp_path / "model.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    err = _refused(model, example_npz, tmp_path, capsys)
+    assert "model.onnx: expected a torch.export program (.pt2)" in err
+    assert "found an ONNX model; skewgate export takes the PyTorch program" in err
+    assert SNIPPET in err
+    assert "to judge an existing ONNX file use skewgate parity --onnx" in err
+
+
+def test_a_program_traced_with_a_fixed_batch_exits_2_saying_how_to_re_export(pt2, example_npz, tmp_path, capsys):
+    err = _refused(pt2("static_batch"), example_npz, tmp_path, capsys)  # traced at batch 4, 12 examples given
+    assert "static_batch.pt2: x: expected a program that takes any batch size, found a program traced with a " \
+           "fixed batch: it takes float32[4, 1, 8, 8] only (axis 0 = 4) and examples.npz holds 12 samples" in err
+    assert SNIPPET in err

@@ -1,5 +1,7 @@
 """The compiled YAML is what users upload in the KFP UI: parse it back into the PipelineSpec proto."""
 
+import json
+
 import pytest
 import yaml
 from google.protobuf import json_format
@@ -265,3 +267,103 @@ def test_the_signing_secret_is_mounted_into_the_signing_steps_only(tmp_path):
     assert not {"exec-gate-blocked", "exec-finish-run-op"} & set(executors)  # those never see the key
     with open(out) as handle:  # and the env var names the key inside the mount
         assert "/var/run/secrets/skewgate-signing/skewgate.key" in handle.read()
+
+
+PIPELINE_NAMES = ["release-gate", "nightly-drift", "nightly-drift-fanout"]
+
+
+def _container_components(compiled):
+    """{component name: ComponentSpec} of the components a pod runs (KFP's importers included), not the DAGs."""
+    executors = set(json_format.MessageToDict(compiled.deployment_spec)["executors"])
+    return {name: c for name, c in compiled.components.items() if c.executor_label in executors}
+
+
+@pytest.mark.parametrize("which", PIPELINE_NAMES)
+def test_every_component_parameter_is_described(tmp_path, which):
+    components = _container_components(_compile(tmp_path, "--pipeline", which))
+    assert len(components) >= 4
+    described = 0
+    for name, component in components.items():
+        for parameter_name, parameter in component.input_definitions.parameters.items():
+            assert parameter.description.strip(), f"{name}.{parameter_name} has no description"
+            assert "\n" not in parameter.description, f"{name}.{parameter_name}"
+            described += 1
+        for artifact_name, artifact in component.input_definitions.artifacts.items():
+            assert artifact.description.strip(), f"{name}.{artifact_name} has no description"
+    assert described >= 10
+
+
+def test_component_descriptions_come_from_the_docstring_args(tmp_path):
+    components = _container_components(_compile(tmp_path))
+    export = components["comp-export-op"].input_definitions.parameters
+    assert "skewgate export --tolerance" in export["tolerances"].description
+    promote = components["comp-promote-op"].input_definitions.parameters
+    assert "PEM public keys" in promote["trusted_public_keys"].description
+
+
+def test_the_fanout_nightly_compiles_from_the_cli(tmp_path):
+    compiled = _compile(tmp_path, "--pipeline", "nightly-drift-fanout")
+    assert compiled.pipeline_info.name == "skewgate-nightly-drift-fanout"
+    assert set(compiled.root.dag.tasks) == {"exit-handler-1", "finish-run-op"}
+    tasks = _gate(compiled)
+    assert {"nightly-drift-plan-op", "nightly-drift-merge-op"} <= set(tasks)
+    (loop,) = [task for task in tasks.values() if task.HasField("parameter_iterator")]
+    assert json.loads(loop.parameter_iterator.items.raw) == [0, 1, 2, 3]  # the default 4 shards
+    merge = tasks["nightly-drift-merge-op"]
+    assert merge.caching_options.enable_cache is False
+    assert merge.inputs.parameters["run_date"].runtime_value.constant.string_value == (
+        "{{$.pipeline_job_schedule_time_utc}}")
+    assert compiled.root.dag.tasks["finish-run-op"].inputs.parameters["pipeline"].runtime_value.constant \
+        .string_value == "nightly-drift"
+    for label, resources in _resources(compiled).items():
+        assert all(resources[:4]), f"{label} has no CPU/memory requests and limits"
+
+
+def test_the_fanout_nightly_has_no_gpu_variant(tmp_path, capsys):
+    assert _compile(tmp_path, "--pipeline", "nightly-drift-fanout", "--variant", "gpu") == 2
+    assert "--variant" in capsys.readouterr().err
+
+
+def _secret_env(out):
+    """{executor label: [(secret name, key, env var)]} of the compiled YAML's Kubernetes platform spec."""
+    documents = list(yaml.safe_load_all(out.read_text()))
+    if len(documents) < 2:
+        return {}
+    executors = documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    return {label: [(s["secretName"], kv["secretKey"], kv["envVar"]) for s in spec.get("secretAsEnv", [])
+                    for kv in s["keyToEnv"]]
+            for label, spec in executors.items() if spec.get("secretAsEnv")}
+
+
+MLFLOW_TASKS = {
+    "release-gate": {"exec-export-op", "exec-calibrate-op", "exec-drift-op", "exec-parity-op",
+                     "exec-triton-probe-op", "exec-compare-op", "exec-promote-op", "exec-finish-run-op"},
+    "nightly-drift": {"exec-nightly-drift-op", "exec-finish-run-op"},
+    "nightly-drift-fanout": {"exec-nightly-drift-plan-op", "exec-nightly-drift-merge-op", "exec-finish-run-op"},
+}
+
+
+@pytest.mark.parametrize("which", PIPELINE_NAMES)
+def test_the_mlflow_credentials_reach_every_step_that_talks_to_mlflow(tmp_path, which):
+    out = tmp_path / "pipeline.yaml"
+    assert main(["pipeline", "compile", "--pipeline", which, "--out", str(out), "--signing-secret", "key",
+                 "--mlflow-secret", "mlflow-credentials"]) == 0
+    env = _secret_env(out)
+    assert set(env) == MLFLOW_TASKS[which]  # the blocked steps and the shards never see the credentials
+    for label in MLFLOW_TASKS[which]:
+        assert sorted(env[label]) == [("mlflow-credentials", "password", "MLFLOW_TRACKING_PASSWORD"),
+                                      ("mlflow-credentials", "username", "MLFLOW_TRACKING_USERNAME")], label
+
+
+def test_the_mlflow_secret_defaults_to_the_environment_the_chart_sets(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKEWGATE_MLFLOW_SECRET", "from-chart")
+    out = tmp_path / "pipeline.yaml"
+    assert main(["pipeline", "compile", "--pipeline", "nightly-drift", "--out", str(out)]) == 0
+    assert {name for entries in _secret_env(out).values() for name, _, _ in entries} == {"from-chart"}
+
+
+def test_without_an_mlflow_secret_no_step_gets_credentials(tmp_path, monkeypatch):
+    monkeypatch.delenv("SKEWGATE_MLFLOW_SECRET", raising=False)
+    out = tmp_path / "pipeline.yaml"
+    assert main(["pipeline", "compile", "--out", str(out), "--signing-secret", "key"]) == 0
+    assert _secret_env(out) == {}

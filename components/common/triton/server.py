@@ -1,10 +1,11 @@
 """A real `tritonserver` on this machine: where it is installed, and a context manager that runs it.
 
 The binary comes from the `nvidia-pytriton` wheel (Triton 2.51 with the Python backend only). It is unpacked
-into a Triton home (default `$SKEWGATE_TRITON_HOME`, else `~/.cache/skewgate/triton`) together with a small
-Python environment of its own — numpy<2 (the backend is built against numpy 1.x and returns empty tensors with
-numpy 2) and onnxruntime — because the Python backend takes the first `python3` on the server's PATH.
-`skewgate probe install` (or `make triton`) prepares it.
+into a Triton home together with a small Python environment of its own — numpy<2 (the backend is built against
+numpy 1.x and returns empty tensors with numpy 2) and onnxruntime — because the Python backend takes the first
+`python3` on the server's PATH. `skewgate probe install` (or `make triton`) prepares it. The home is the first
+that holds an installation of: `$SKEWGATE_TRITON_HOME`, the checkout's `.triton` (where `make triton` puts it),
+`~/.cache/skewgate/triton`.
 """
 
 from __future__ import annotations
@@ -27,8 +28,55 @@ WHEEL = "nvidia-pytriton==0.7.0"
 BACKEND_PACKAGES = ("numpy>=1.26,<2", "onnxruntime>=1.22,<1.33")
 
 
+HOME_VARIABLE = "SKEWGATE_TRITON_HOME"
+
+
+def default_home() -> Path:
+    return Path.home() / ".cache" / "skewgate" / "triton"
+
+
+def checkout_home() -> Path | None:
+    """`<checkout>/.triton` (where `make triton` installs) when skewgate runs from a checkout: the folder
+    above the installed package, when it holds a `pyproject.toml` (an installed wheel's folder is
+    site-packages, which has none)."""
+    import skewgate
+
+    root = Path(skewgate.__file__).resolve().parent.parent
+    return root / ".triton" if (root / "pyproject.toml").is_file() else None
+
+
+def candidate_homes() -> list[tuple[Path, str]]:
+    """Where Triton's home is looked for, in order, each with where that place comes from:
+    `$SKEWGATE_TRITON_HOME`, then the checkout's `.triton` (when it exists), then the default."""
+    candidates: list[tuple[Path, str]] = []
+    if os.environ.get(HOME_VARIABLE):
+        candidates.append((Path(os.environ[HOME_VARIABLE]).expanduser(), f"${HOME_VARIABLE}"))
+    checkout = checkout_home()
+    if checkout is not None and checkout.is_dir():
+        candidates.append((checkout, "the checkout's `make triton`"))
+    candidates.append((default_home(), "the default"))
+    unique: dict[Path, str] = {}
+    for home, origin in candidates:
+        unique.setdefault(home, origin)
+    return list(unique.items())
+
+
 def triton_home() -> Path:
-    return Path(os.environ.get("SKEWGATE_TRITON_HOME", Path.home() / ".cache" / "skewgate" / "triton"))
+    """The first of `candidate_homes` (where `probe install` installs without `--home`)."""
+    return candidate_homes()[0][0]
+
+
+def find_installation() -> Installation:
+    """The first complete installation among `candidate_homes`; else a `BackendError` naming every place
+    looked at, what each lacked, and the variable that points elsewhere."""
+    looked = []
+    for home, origin in candidate_homes():
+        missing = Installation(home).missing()
+        if not missing:
+            return Installation(home)
+        looked.append(f"{home} ({origin}: {'no such folder' if not home.exists() else f'no {missing[0]}'})")
+    raise BackendError(f"tritonserver is not installed; looked in {'; '.join(looked)}. Run `make triton` or "
+                       f"`skewgate probe install`, or set {HOME_VARIABLE} to the folder that holds it")
 
 
 @dataclass(frozen=True)
@@ -47,12 +95,17 @@ class Installation:
     def python_bin(self) -> Path:
         return self.home / "backend-env" / "bin"
 
+    def missing(self) -> list[Path]:
+        """What a working installation needs that is not there (the binary, the backend stub, its python3)."""
+        return [p for p in (self.binary, self.backends / "python" / "triton_python_backend_stub",
+                            self.python_bin / "python3") if not p.exists()]
+
     def check(self) -> Installation:
-        missing = [p for p in (self.binary, self.backends / "python" / "triton_python_backend_stub",
-                               self.python_bin / "python3") if not p.exists()]
+        missing = self.missing()
         if missing:
             raise BackendError(f"tritonserver is not installed under {self.home} (missing {missing[0]}); "
-                               "run `skewgate probe install` or `make triton`")
+                               f"run `skewgate probe install` or `make triton`, or set {HOME_VARIABLE} to the "
+                               "folder that holds it")
         return self
 
 
@@ -96,7 +149,7 @@ def triton_server(repository: str | Path, *, models: tuple[str, ...] = (), log_p
     Yields once the server is live (models that fail to load leave it live but not ready: the probe reports
     that). The server is always stopped on the way out — SIGTERM, then SIGKILL after 15 s.
     """
-    found = (installation or Installation(triton_home())).check()
+    found = installation.check() if installation is not None else find_installation()
     repository = Path(repository).resolve()
     http_port, grpc_port = free_port(), free_port()
     log_path = log_path or repository.parent / "tritonserver.log"

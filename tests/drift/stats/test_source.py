@@ -23,7 +23,7 @@ def hive(tmp_path):
 
 def test_hive_directory_streams_in_batches_without_the_partition_key(hive):
     source = open_source(hive)
-    assert source.dtypes == {"x": "float64", "k": "int64", "c": "object"}
+    assert source.dtypes == {"x": "float64", "k": "float64", "c": "object"}  # numeric features: compared as float64
     assert source.numeric_names == ("x", "k") and source.categorical_names == ("c",)
     batches = list(source.batches(batch_rows=300))
     assert source.count_rows() == sum(b.rows for b in batches) == 2000
