@@ -586,6 +586,37 @@ class MlflowRegistry:
             for run_id in (log_run, self.run.run_id):
                 self.client.log_artifact(run_id, str(Path(tmp) / file_name), conv.PROMOTION_LOG_DIR)
 
+    def announce(self, name: str, alias: str) -> None:
+        """Mark this promote run as a contender for `name@alias`, with the process that runs it."""
+        with self.tracking.mapped(f"announce the promotion to {name}@{alias}"):
+            self.client.set_tag(self.run.run_id, PROMOTE_TARGET_TAG, _target(name, alias))
+            self.client.set_tag(self.run.run_id, PROCESS_TAG, process_identity())
+
+    def claim(self, name: str, alias: str, version: str) -> None:
+        """The version this promote run is about to move `name@alias` to."""
+        with self.tracking.mapped(f"claim {name}@{alias} for v{version}"):
+            self.client.set_tag(self.run.run_id, PROMOTE_VERSION_TAG, version)
+
+    def contenders(self, name: str, alias: str, version: str) -> list[str]:
+        """The other promote runs of this experiment still under way (RUNNING, their process not known to be
+        gone, started less than `STALE_RUN_AFTER_S` ago) that target `name@alias` — or have not said yet which
+        target — and have not claimed this same version. Names are compared here, never put into a filter."""
+        now_ms = time.time() * 1000
+        with self.tracking.mapped(f"find promotions to {name}@{alias} under way"):
+            runs = self.client.search_runs([self.tracking.experiment_id],
+                                           "attributes.status = 'RUNNING' and tags.`skewgate.step` = 'promote'",
+                                           max_results=1000)
+        found = []
+        for run in runs:
+            tags = run.data.tags
+            if run.info.run_id == self.run.run_id or tags.get(PROMOTE_VERSION_TAG) == version or \
+                    tags.get(PROMOTE_TARGET_TAG, _target(name, alias)) != _target(name, alias) or \
+                    process_gone(tags.get(PROCESS_TAG, "")) or \
+                    now_ms - (run.info.start_time or 0) > STALE_RUN_AFTER_S * 1000:
+                continue
+            found.append(str(run.info.run_id))
+        return found
+
     def _promotion_log_run(self, name: str) -> str:
         """The experiment's one promotion-log run (a FINISHED run that only holds records). Two promotions that
         both create one keep the oldest and delete the other before either writes a record into it."""
@@ -608,6 +639,100 @@ class MlflowRegistry:
             with contextlib.suppress(BackendError), self.tracking.mapped("delete a duplicate promotion-log run"):
                 self.client.delete_run(duplicate.info.run_id)
         return str(ordered[0].info.run_id)
+
+
+PROMOTE_TARGET_TAG = "skewgate.promote.target"  # `name@alias` a promote run is moving
+PROMOTE_VERSION_TAG = "skewgate.promote.version"  # the version it moves the alias to, once known
+PROCESS_TAG = "skewgate.process"  # `host:pid:start` of the process running the run
+STALE_RUN_AFTER_S = 6 * 3600.0  # a RUNNING run this old whose process cannot be checked is taken as dead
+
+
+def _target(name: str, alias: str) -> str:
+    return f"{name}@{alias}"
+
+
+def _process_stat(pid: int) -> tuple[str, str]:
+    """(state, start time in clock ticks since boot) of a process (Linux /proc), ("", "") where unknown: with the
+    pid, the start time tells a live process from a later one that reused its pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "", ""
+    fields = stat[stat.rfind(")") + 2:].split()
+    return (fields[0], fields[19]) if len(fields) > 19 else ("", "")
+
+
+def process_identity() -> str:
+    """`host:pid:start` of this process (`PROCESS_TAG`)."""
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}:{_process_stat(os.getpid())[1]}"
+
+
+def process_gone(identity: str) -> bool:
+    """Whether the process `process_identity()` named is known to have ended (or is a zombie): only a process of
+    this host can be checked; another host's, or a malformed tag, is not known to be gone."""
+    import socket
+
+    parts = identity.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
+        return False
+    pid, start = int(parts[1]), parts[2]
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # alive, and someone else's
+    except OSError:
+        return False
+    state, now = _process_stat(pid)
+    return state in ("Z", "X") or (bool(start) and bool(now) and now != start)
+
+
+def end_stale_runs(tracking: Tracking, *, current_run_id: str, pipeline_run_id: str = "",
+                   older_than_s: float = STALE_RUN_AFTER_S) -> list[str]:
+    """End as KILLED the RUNNING runs of this experiment left by a process that is gone: those whose
+    `PROCESS_TAG` names a process of this host that has ended, and any other started more than `older_than_s`
+    ago — never this run, its parent, nor a run of this pipeline run. An ad-hoc CLI call's parent run
+    (no pipeline run id) ends with its killed step. Returns the run ids ended; a failure is only logged."""
+    from mlflow.entities import RunTag
+
+    ended: list[str] = []
+    try:
+        with tracking.mapped("find runs left RUNNING"):
+            runs = tracking.client.search_runs([tracking.experiment_id], "attributes.status = 'RUNNING'",
+                                               max_results=1000)
+            by_id = {str(r.info.run_id): r for r in runs}
+            mine = by_id.get(current_run_id)
+            keep = {current_run_id, mine.data.tags.get("mlflow.parentRunId", "") if mine else ""}
+            now_ms = time.time() * 1000
+            for run_id, run in by_id.items():
+                tags = run.data.tags
+                if run_id in keep or (pipeline_run_id and tags.get(conv.PIPELINE_RUN_TAG) == pipeline_run_id):
+                    continue
+                gone = process_gone(tags.get(PROCESS_TAG, ""))
+                if not gone and now_ms - (run.info.start_time or now_ms) <= older_than_s * 1000:
+                    continue
+                why = (f"process {tags[PROCESS_TAG]} is gone" if gone
+                       else f"still RUNNING {older_than_s / 3600:g} h after it started")
+                stale = [run_id]
+                parent = by_id.get(tags.get("mlflow.parentRunId", ""))
+                if parent is not None and not parent.data.tags.get(conv.PIPELINE_RUN_TAG) and \
+                        str(parent.info.run_id) not in keep:
+                    stale.append(str(parent.info.run_id))
+                for stale_id in stale:
+                    if stale_id in ended:
+                        continue
+                    tracking.client.log_batch(stale_id, tags=[RunTag("skewgate.ended_as_stale", why[:5000])])
+                    tracking.client.set_terminated(stale_id, status="KILLED")
+                    ended.append(stale_id)
+                    log.info("ended run %s as KILLED: %s", stale_id, why)
+    except BackendError as err:
+        log.warning("runs left RUNNING not ended: %s", err)
+    return ended
 
 
 @dataclass(frozen=True)

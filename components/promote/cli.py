@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from skewgate.common.cli_support import add_common_args, describe, exit_code, finish_cli, tracking_options
+from skewgate.promote.core import INT8_SUFFIX, validate_target
 from skewgate.promote.run import STEPS, TASK_NAMES, PromoteOptions, resolve_steps, run, split_steps
 
 _DEFAULTS = PromoteOptions()
@@ -45,10 +46,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     args = build_parser(parser).parse_args(argv)
-    # Setup mistakes (a tracking URI MLflow would misread, an unknown step) raise here, before MLflow or the
-    # registry is touched: `skewgate` reports them in one line and exits 2.
+    # Setup mistakes (a tracking URI MLflow would misread, an unknown step, a model name or alias MLflow rejects)
+    # raise here, before MLflow or the registry is touched: `skewgate` reports them in one line and exits 2.
     tracking = tracking_options(args)
     required = resolve_steps(split_steps(args.require), source="--require")
+    validate_target(args.model_name, args.alias)
+    if args.int8 is not None:
+        validate_target(f"{args.model_name}{INT8_SUFFIX}", args.alias)
     options = PromoteOptions(alias=args.alias, required=required, allow_warn=args.allow_warn,
                              trusted_keys=tuple(args.trusted_key), allow_unsigned=args.allow_unsigned,
                              version=args.version)

@@ -8,15 +8,25 @@ of the step signed for that run supersedes it (a retry counts its latest attempt
 evidence: MLflow tags, and which run holds which envelope, are not.
 
 `promote` then acts on the registry in an order chosen so that a crash anywhere leaves the alias where it was
-or on a version whose evidence is complete: version (found by digest, or registered) → evidence tags and the
-signed attestations, read back → the promotion-log record → the alias, read back → the outcome tags. A refusal
-never rewrites the evidence of the version the alias points at.
+or on a version whose evidence is complete: every input (model name, alias by MLflow's rules, steps, evidence)
+validated → version (found by digest, or registered) → evidence tags and the signed attestations, read back →
+the alias, then settled (below) → the promotion-log record, stating what the read-back showed → the outcome
+tags. A refusal never rewrites the evidence of the version the alias points at.
+
+Contention (last writer wins): every promotion announces itself (its MLflow run, RUNNING, names its target
+`name@alias`, its process and, once known, its version). After moving the alias a promotion waits `SETTLE_S`,
+then re-reads it: when it holds another version, this one lost the race to that version (exit 2, logged as
+such); when it holds ours, it still waits while a promotion of another version to the same alias is under way
+(announced, RUNNING, its process alive), since that one may write last. So of concurrent promotions of different
+artifacts exactly one exits 0: the one whose version the alias holds when they have all finished.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,6 +44,28 @@ STEP = "promote"
 OUTCOME_TAGS = ("skewgate.promotion.status", "skewgate.promotion.reason")
 ATTESTATION_URI_TAG = "skewgate.attestation.uri"
 INT8_SUFFIX = "-int8"
+SETTLE_S = 1.0  # after moving the alias, before reading it back: a concurrent write lands within this
+POLL_S = 0.5  # while another promotion to the same alias is under way
+CONTENTION_WAIT_S = 300.0  # the longest a promotion holding the alias waits for the others to finish
+_ALIAS = re.compile(r"[\w-]{1,255}")  # MLflow's alias characters; fullmatch: no trailing newline slips through
+_RESERVED_ALIAS = re.compile(r"[vV]\d+|latest", re.IGNORECASE)  # MLflow resolves these as versions
+
+
+def validate_target(model_name: str, alias: str) -> None:
+    """The model name and the alias by MLflow's rules (mlflow.utils.validation), checked before anything is
+    written: an `InputError` naming the option otherwise. MLflow's own alias check accepts a trailing newline
+    (`re.match` with `$`); this one does not."""
+    if not model_name.strip() or any(c in model_name for c in "/:") or \
+            any(ord(c) < 32 or ord(c) == 127 for c in model_name) or \
+            model_name.strip() != model_name or model_name in (".", "..") or len(model_name) > 250:
+        raise InputError("--model-name", expected="a registered model name: not blank, no '/', ':', control "
+                         "characters or surrounding spaces, at most 250 characters", found=repr(model_name))
+    if not _ALIAS.fullmatch(alias):
+        raise InputError("--alias", expected="an MLflow alias: 1 to 255 letters, digits, '_' or '-'",
+                         found=repr(alias))
+    if _RESERVED_ALIAS.fullmatch(alias):
+        raise InputError("--alias", expected="an alias MLflow does not reserve ('latest' and 'v<N>' name "
+                         "versions)", found=repr(alias))
 
 
 class PipelineRegistry(Registry, Protocol):
@@ -89,6 +121,9 @@ class PromoteDetails:
     outcome_tags_written: bool
     int8_version: str | None
     policy: Mapping[str, Any] = field(default_factory=dict)  # `Policy.describe()`
+    outcome: str = ""  # promoted | refused | lost | error: what the alias read back showed
+    alias_version: str | None = None  # the version the alias held when this promotion settled
+    log_written: bool = True
 
 
 def load_evidence(directory: str | Path) -> dict[str, Evidence]:
@@ -198,6 +233,9 @@ def promote(
     digest and alias: serving code picks a precision by model name) — only when calibrate and parity both
     judged exactly that file (their signed verdicts name its SHA-256), and its alias moves with the FP32 one.
     """
+    validate_target(model_name, alias)
+    if int8 is not None:
+        validate_target(f"{model_name}{INT8_SUFFIX}", alias)
     onnx = Path(onnx)
     load_onnx(onnx)  # a truncated or non-ONNX file is bad input, not a refusal
     sha = sha256_file(onnx)
@@ -218,6 +256,7 @@ def promote(
         load_onnx(int8)
         int8_sha = sha256_file(int8)
         checks.append(int8_check(evidence, int8_sha))
+    registry.announce(model_name, alias)  # a contender from here on (see "Contention" above)
     if version is None:
         version = registry.find_version(model_name, sha) or registry.register(model_name, onnx, sha)
     else:
@@ -240,10 +279,6 @@ def promote(
         # the URI must be there, not necessarily ours.
         check_read_back(f"registry tags of {model_name} v{version} (alias {alias!r} not moved)", tags, readback,
                         present_only={ATTESTATION_URI_TAG})
-    registry.append_promotion_log(model_name, {
-        "at": datetime.now(UTC).isoformat(timespec="milliseconds"), "model": model_name, "version": version,
-        "alias": alias, "sha256": sha, "promoted": promoted, "reason": reason, "previous": previous,
-        "verdicts": {step: e.verdict.status for step, e in evidence.items()}, "policy": policy.describe()})
     int8_version = None
     if promoted and int8 is not None and int8_sha is not None:
         int8_name = f"{model_name}{INT8_SUFFIX}"
@@ -254,18 +289,46 @@ def promote(
             "skewgate.onnx_sha256": int8_sha, "skewgate.fp32.model": model_name, "skewgate.fp32.version": version,
             "skewgate.fp32.sha256": sha, ATTESTATION_URI_TAG: tags[ATTESTATION_URI_TAG],
             **{f"skewgate.{s}.status": evidence[s].verdict.status for s in ("calibrate", "parity")}})
+    outcome, holder, status = ("refused", previous, decision.status)
     if promoted:
-        _move_alias(registry, model_name, alias, version)
-        if int8_version is not None:  # after the FP32 alias: an INT8 champion never precedes its FP32 one
-            _move_alias(registry, f"{model_name}{INT8_SUFFIX}", alias, int8_version)
-    outcome_written = protected or _write_outcome(registry, model_name, version, promoted, reason,
-                                                  description(evidence, decision, policy))
-    log.info("%s v%s: %s (%s)", model_name, version, "promoted" if promoted else "refused", reason)
-    details = PromoteDetails(model_name=model_name, version=version, alias=alias, promoted=promoted,
+        registry.claim(model_name, alias, version)
+        holder, problem = _contend(registry, model_name, alias, version)
+        if holder == version:
+            outcome = "promoted"
+            if int8_version is not None:  # after the FP32 alias: an INT8 champion never precedes its FP32 one
+                _move_alias(registry, f"{model_name}{INT8_SUFFIX}", alias, int8_version)
+        else:
+            outcome, status = ("lost" if holder is not None and not problem else "error"), "error"
+            reason = (f"lost the race to v{holder}: alias {alias!r} of {model_name} holds v{holder}, not "
+                      f"v{version}" if outcome == "lost" else f"alias {alias!r} not moved to v{version}: "
+                      f"{problem or 'it reads back as none'}")
+    won = outcome == "promoted"
+    record = {"at": datetime.now(UTC).isoformat(timespec="milliseconds"), "model": model_name, "version": version,
+              "alias": alias, "sha256": sha, "promoted": won, "outcome": outcome, "reason": reason,
+              "previous": previous, "alias_version": holder,
+              "verdicts": {step: e.verdict.status for step, e in evidence.items()}, "policy": policy.describe()}
+    log_written = True
+    if promoted:  # the alias moved (or was tried): the record must not turn that into an error exit
+        try:
+            registry.append_promotion_log(model_name, record)
+        except BackendError as err:
+            log.warning("promotion-log record of %s v%s not written: %s", model_name, version, err)
+            log_written = False
+    else:
+        registry.append_promotion_log(model_name, record)
+    outcome_written = protected or _write_outcome(registry, model_name, version, won, reason,
+                                                  description(evidence, decision, policy, outcome=outcome))
+    log.info("%s v%s: %s (%s)", model_name, version, outcome, reason)
+    details = PromoteDetails(model_name=model_name, version=version, alias=alias, promoted=won,
                              previous_alias_version=previous, reason=reason, outcome_tags_written=outcome_written,
-                             int8_version=int8_version, policy=policy.describe())
-    return Verdict(step=STEP, status=decision.status, checks=decision.checks, subject=decision.subject,
-                   message=f"{'promoted' if promoted else 'refused'}: {reason}", versions=decision.versions,
+                             int8_version=int8_version if won else None, policy=policy.describe(),
+                             outcome=outcome, alias_version=holder, log_written=log_written)
+    final_checks = tuple(decision.checks)
+    if promoted and not won:
+        final_checks = (*final_checks, Check("registry.alias", passed=False, detail=reason))
+    label = {"promoted": "promoted", "refused": "refused", "lost": "lost the race"}.get(outcome, "error")
+    return Verdict(step=STEP, status=status, checks=final_checks, subject=decision.subject,
+                   message=f"{label}: {reason}" if outcome != "lost" else reason, versions=decision.versions,
                    details=details)
 
 
@@ -332,13 +395,41 @@ def _move_alias(registry: Registry, name: str, alias: str, version: str) -> None
                            "concurrent promotion?)")
 
 
-def description(evidence: Mapping[str, Evidence], decision: Verdict, policy: Policy) -> str:
+def _contend(registry: Registry, name: str, alias: str, version: str) -> tuple[str | None, str]:
+    """Move the alias to `version`, then settle: (the version the alias holds, a problem moving it or "").
+    Returns once the alias holds another version (we lost) or holds ours with no promotion of another version
+    to it under way (we won; after `CONTENTION_WAIT_S` of waiting, with a warning)."""
+    problem = ""
+    try:
+        registry.set_alias(name, alias, version)
+    except BackendError as err:
+        problem = str(err)  # it may have landed before the connection broke: the read-back says
+    time.sleep(SETTLE_S)
+    deadline = time.monotonic() + CONTENTION_WAIT_S
+    while True:
+        try:
+            holder = registry.get_alias(name, alias)
+        except BackendError as err:
+            return None, problem or str(err)
+        if holder != version:
+            return holder, problem if holder is None else ""
+        others = registry.contenders(name, alias, version)
+        if not others:
+            return holder, ""
+        if time.monotonic() > deadline:
+            log.warning("%s@%s holds v%s; promotions %s still under way after %.0f s", name, alias, version,
+                        ", ".join(others), CONTENTION_WAIT_S)
+            return holder, ""
+        time.sleep(POLL_S)
+
+
+def description(evidence: Mapping[str, Evidence], decision: Verdict, policy: Policy, *, outcome: str = "") -> str:
     """The version's description in the registry: the gate in a few lines a person reads (the tags stay for
     machines). Verdict messages are user-influenced text, so they are escaped."""
     from skewgate.common.kfp_io import md_escape
 
     assert decision.subject is not None
-    outcome = "promoted" if decision.status == "pass" else "refused"
+    outcome = outcome or ("promoted" if decision.status == "pass" else "refused")
     lines = [f"**skewgate: {outcome}** — sha256 `{decision.subject.sha256[:16]}…`, required: "
              f"{', '.join(policy.required) or '(none)'}", "", "| step | status | summary |", "|---|---|---|"]
     for step, item in sorted(evidence.items()):

@@ -54,21 +54,29 @@ def run(*, model_name: str, onnx: Path, verdicts_dir: Path, options: PromoteOpti
     """Promote `onnx` as `model_name` on the evidence in `verdicts_dir`, inside the step's MLflow run; the verdict
     says what happened (never raises). `int8`: calibrate's INT8 model, registered beside as `<model_name>-int8`;
     `example_inputs`: the .npz whose first rows become the registered model's input example. Required steps are
-    checked first: an unknown one is an `error` verdict before MLflow or the registry is touched."""
+    checked first, with the model name and the alias: a bad one is an `error` verdict before MLflow or the registry is
+    touched. Runs of this experiment left RUNNING by a process that is gone are ended (KILLED) first."""
+    from skewgate.promote.core import INT8_SUFFIX, validate_target
+
     try:
         required = resolve_steps(options.required)
+        validate_target(model_name, options.alias)
+        if int8 is not None:
+            validate_target(f"{model_name}{INT8_SUFFIX}", options.alias)
     except InputError as err:
         return Verdict.error(STEP, str(err))
 
     def evaluate(step_run: object) -> Verdict:
         from skewgate.common import attest
         from skewgate.common.errors import InputError
-        from skewgate.common.mlflow_log import MlflowRegistry, StepRun
+        from skewgate.common.mlflow_log import MlflowRegistry, StepRun, end_stale_runs
         from skewgate.promote.core import Policy, input_example, promote
 
         if not isinstance(step_run, StepRun):
             raise InputError("--tracking-uri", expected="an MLflow tracking URI (promotion needs a registry)",
                              found="none (set --tracking-uri or MLFLOW_TRACKING_URI)")
+        end_stale_runs(step_run.tracking, current_run_id=step_run.run_id,
+                       pipeline_run_id=tracking.pipeline_run_id)
         trusted = attest.load_trusted_keys(attest.trusted_key_paths(options.trusted_keys))
         policy = Policy(required=required, allow_warn=options.allow_warn,
                         trusted_keys=trusted, allow_unsigned=options.allow_unsigned,

@@ -1,6 +1,11 @@
 """Concurrent promotions against a real `mlflow server`: one artifact promoted by several processes at once
-ends with exactly one version, the alias on it, and one promotion-log record per attempt."""
+ends with exactly one version, the alias on it, and one promotion-log record per attempt; different artifacts
+promoted to one alias at once end with exactly one exit 0 (the version the alias holds), the others exit 2
+("lost the race to vN"), and the log says so."""
 
+import json
+import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +20,10 @@ from skewgate.common.verdict import Check, Subject, Verdict
 pytestmark = pytest.mark.integration
 NAME = "races"
 ATTEMPTS = 6
+# Rounds of CONTENDERS concurrent promotions of different artifacts: what fits in about 2 minutes (~8 s each) on a
+# shared 2-core machine (issue 22 asks for 20; raise it where there is time: SKEWGATE_RACE_ROUNDS=20).
+RACE_ROUNDS = int(os.environ.get("SKEWGATE_RACE_ROUNDS", "8"))
+CONTENDERS = 3
 
 
 def test_concurrent_promotions_of_one_artifact_end_with_one_version(mlflow_url, tiny_onnx, tmp_path):
@@ -41,3 +50,53 @@ def test_concurrent_promotions_of_one_artifact_end_with_one_version(mlflow_url, 
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == str(versions[0].version)
     records = mlflow_log.read_promotion_log(mlflow_log.connect(mlflow_url, experiment=NAME))
     assert len(records) == ATTEMPTS and all(r["promoted"] for r in records)
+
+
+def _signed_export(onnx, verdicts, key):
+    verdict = Verdict.from_checks("export", [Check("c", passed=True)], subject=Subject("model.onnx", sha256_file(onnx)))
+    path = verdict.write(verdicts / "export.json")
+    attest.write_envelope(attest.sign(attest.verdict_statement(verdict), key), attest.envelope_path(path))
+
+
+@pytest.mark.parametrize("round_", range(RACE_ROUNDS))
+def test_concurrent_promotions_of_different_artifacts_end_with_one_winner(mlflow_url, tiny_onnx, tmp_path, round_):
+    import onnx
+
+    key_path, public = attest.generate_keys(tmp_path / "keys")
+    key = attest.load_signing_key(key_path)
+    name = f"race{round_}"
+    commands = []
+    for index in range(CONTENDERS):
+        model = onnx.load(str(tiny_onnx))
+        model.producer_name = f"contender {index}"  # a valid model with its own digest
+        folder = tmp_path / f"c{index}"
+        (folder / "verdicts").mkdir(parents=True)
+        onnx.save(model, str(folder / "model.onnx"))
+        _signed_export(folder / "model.onnx", folder / "verdicts", key)
+        commands.append([sys.executable, "-m", "skewgate.cli", "promote", "--model-name", name, "--onnx",
+                         str(folder / "model.onnx"), "--verdicts", str(folder / "verdicts"), "--require", "export",
+                         "--trusted-key", str(public), "--tracking-uri", mlflow_url, "--experiment", name, "-q",
+                         "--report", str(folder / "promote.json")])
+
+    with ThreadPoolExecutor(CONTENDERS) as pool:
+        results = list(pool.map(lambda c: subprocess.run(c, capture_output=True, text=True, timeout=300), commands))
+    codes = [r.returncode for r in results]
+    assert sorted(codes) == [0] + [2] * (CONTENDERS - 1), [r.stderr[-800:] for r in results]
+    client = MlflowClient(mlflow_url)
+    champion = str(client.get_model_version_by_alias(name, "champion").version)
+    reports = [json.loads((tmp_path / f"c{i}" / "promote.json").read_text()) for i in range(CONTENDERS)]
+    winner = reports[codes.index(0)]
+    assert winner["details"]["version"] == champion and winner["details"]["promoted"] is True
+    for code, report, result in zip(codes, reports, results, strict=True):
+        if code == 2:
+            assert report["details"]["outcome"] == "lost" and report["details"]["promoted"] is False
+            assert re.search(rf"lost the race to v{champion}\b", result.stderr), result.stderr
+    records = mlflow_log.read_promotion_log(mlflow_log.connect(mlflow_url, experiment=name))
+    assert len(records) == CONTENDERS
+    assert [r["version"] for r in records if r["promoted"]] == [champion]
+    assert all(r["outcome"] == "lost" and r["alias_version"] == champion for r in records if not r["promoted"])
+    assert {str(v.version) for v in client.search_model_versions(f"name='{name}'")} == \
+        {r["version"] for r in records}
+    experiment = client.get_experiment_by_name(name)
+    assert experiment is not None
+    assert client.search_runs([experiment.experiment_id], "attributes.status = 'RUNNING'") == []

@@ -72,6 +72,15 @@ class FakeRegistry:
     def append_promotion_log(self, name: str, record: Mapping[str, Any]) -> None:
         self.log.append(dict(record))
 
+    def announce(self, name: str, alias: str) -> None:
+        pass
+
+    def claim(self, name: str, alias: str, version: str) -> None:
+        pass
+
+    def contenders(self, name: str, alias: str, version: str) -> list[str]:
+        return []
+
 
 MUTATIONS = ("register", "set_tags", "store_attestations", "append_promotion_log", "set_alias", "set_description")
 

@@ -261,3 +261,67 @@ def test_the_task_names_are_those_of_the_release_gate_pipeline():
                  if name != step and step in STEPS)  # gate-blocked judges no step
     assert tasks == TASK_NAMES
     assert set(TASK_NAMES.values()) <= set(STEPS) and not set(TASK_NAMES) & set(STEPS)
+
+
+@pytest.mark.parametrize("alias", ["v7", "V12", "latest", "champion\n", "cham\npion", "", "a/b", "x" * 256])
+def test_an_alias_mlflow_rejects_exits_2_in_one_line_and_leaves_the_registry_as_it_was(setup, capsys, alias):
+    """Once: a version registered, tagged and attested, `promoted: true` logged, then exit 2 at the alias."""
+    onnx_path, verdicts, uri, write = setup
+    write()
+    assert _promote(onnx_path, verdicts, uri) == 0  # v1 is the champion
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("digits")
+    assert experiment is not None
+    runs_before = client.search_runs([experiment.experiment_id])
+    tags_before = dict(client.get_model_version("digits", "1").tags)
+    capsys.readouterr()
+    onnx_path.write_bytes(onnx_path.read_bytes() + b"\0")  # another candidate, which would be registered as v2
+    write()
+    assert _promote(onnx_path, verdicts, uri, "--alias", alias) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("skewgate promote: --alias: expected ")
+    assert [str(v.version) for v in client.search_model_versions("name='digits'")] == ["1"]
+    assert dict(client.get_model_version("digits", "1").tags) == tags_before
+    assert len(client.search_runs([experiment.experiment_id])) == len(runs_before)  # no run was even started
+
+
+@pytest.mark.parametrize("alias", ["v7", "champion\n"])
+def test_an_alias_mlflow_rejects_in_the_components_options_is_an_error_verdict_before_mlflow(setup, alias):
+    onnx_path, verdicts, uri, write = setup
+    write()
+    verdict = run(model_name="digits", onnx=onnx_path, verdicts_dir=verdicts,
+                  options=PromoteOptions(required=("export",), alias=alias), tracking=TrackingOptions(uri=uri))
+    assert verdict.status == "error" and "--alias" in verdict.message
+    assert not Path(uri.removeprefix("sqlite:///")).exists()  # the store was not even opened
+
+
+def test_a_run_left_running_by_a_killed_promote_is_ended_killed_by_the_next_one(setup):
+    from skewgate.common import mlflow_log
+
+    onnx_path, verdicts, uri, write = setup
+    write()
+    assert _promote(onnx_path, verdicts, uri) == 0
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("digits")
+    assert experiment is not None
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    identity = mlflow_log.process_identity().rsplit(":", 2)
+    # as a promote killed with -9 leaves them: its ad-hoc parent run and its step run, both RUNNING
+    parent = client.create_run(experiment.experiment_id, run_name="skewgate-cli",
+                               tags={"skewgate.role": "pipeline", "skewgate.pipeline_run_id": ""})
+    step = client.create_run(experiment.experiment_id, run_name="promote", tags={
+        "mlflow.parentRunId": parent.info.run_id, "skewgate.step": "promote",
+        mlflow_log.PROMOTE_TARGET_TAG: "digits@champion",
+        mlflow_log.PROCESS_TAG: f"{identity[0]}:{dead.stdout.strip()}:{identity[2]}"})
+    # a run of another host, recent: its process cannot be checked, so it is left alone
+    other = client.create_run(experiment.experiment_id, run_name="parity", tags={
+        mlflow_log.PROCESS_TAG: "elsewhere:1:1"})
+    assert _promote(onnx_path, verdicts, uri) == 0  # not held up by the dead contender either
+    assert client.get_run(step.info.run_id).info.status == "KILLED"
+    assert client.get_run(parent.info.run_id).info.status == "KILLED"
+    assert "is gone" in client.get_run(step.info.run_id).data.tags["skewgate.ended_as_stale"]
+    assert client.get_run(other.info.run_id).info.status == "RUNNING"
+    ended = mlflow_log.end_stale_runs(mlflow_log.connect(uri, experiment="digits"), current_run_id="",
+                                      older_than_s=0.0)
+    assert other.info.run_id in ended and client.get_run(other.info.run_id).info.status == "KILLED"

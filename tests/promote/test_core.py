@@ -183,3 +183,82 @@ def test_bad_input_raises_before_the_registry_is_touched(onnx_file, tmp_path, se
     with pytest.raises(InputError, match=message):
         promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
     assert registry.versions == {} and registry.log == []
+
+
+class RacingRegistry(FakeRegistry):
+    """Another promotion moves the alias to `winner` right after ours (`winner` None: our move never lands and
+    fails); `pending` promotions of other versions are under way for the first so many read-backs."""
+
+    def __init__(self, *, winner=None, fail=False, pending=0):
+        super().__init__()
+        self.winner, self.fail, self.pending, self.calls = winner, fail, pending, []
+
+    def set_alias(self, name, alias, version):
+        self.calls.append("set_alias")
+        if self.fail:
+            from skewgate.common.errors import Unreachable
+
+            raise Unreachable("connection reset")
+        super().set_alias(name, alias, self.winner or version)
+
+    def append_promotion_log(self, name, record):
+        self.calls.append("append_promotion_log")
+        super().append_promotion_log(name, record)
+
+    def contenders(self, name, alias, version):
+        self.pending -= 1
+        return ["other-run"] if self.pending >= 0 else []
+
+
+def test_the_log_record_is_written_after_the_alias_read_back(onnx_file, tmp_path):
+    registry = RacingRegistry()
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
+    assert result.status == "pass" and registry.calls == ["set_alias", "append_promotion_log"]
+    assert registry.log[-1] | {"promoted": True, "outcome": "promoted", "alias_version": "1"} == registry.log[-1]
+
+
+def test_losing_the_race_for_the_alias_exits_2_and_is_logged_as_lost(onnx_file, tmp_path):
+    registry = RacingRegistry(winner="7")
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
+    assert result.status == "error" and result.message.startswith("lost the race to v7")
+    assert result.details["promoted"] is False and result.details["outcome"] == "lost"
+    assert registry.log[-1] | {"promoted": False, "outcome": "lost", "alias_version": "7"} == registry.log[-1]
+    assert registry.versions[NAME]["1"]["skewgate.promotion.status"] == "refused"
+    assert registry.versions[NAME]["1"]["skewgate.promotion.reason"].startswith("lost the race to v7")
+
+
+def test_an_alias_move_that_fails_is_logged_as_not_promoted(onnx_file, tmp_path):
+    registry = RacingRegistry(fail=True)
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
+    assert result.status == "error" and "connection reset" in result.message
+    assert registry.get_alias(NAME, "champion") is None
+    assert registry.log[-1] | {"promoted": False, "outcome": "error", "alias_version": None} == registry.log[-1]
+
+
+def test_holding_the_alias_waits_for_promotions_of_other_versions_under_way(onnx_file, tmp_path, monkeypatch):
+    monkeypatch.setattr("skewgate.promote.core.POLL_S", 0.0)
+    registry = RacingRegistry(pending=3)
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
+    assert result.status == "pass" and registry.pending < 0  # asked until none was left
+
+
+@pytest.mark.parametrize("alias", ["v7", "latest", "champion\n", "a b", ""])
+def test_an_alias_mlflow_rejects_raises_before_the_registry_is_touched(onnx_file, tmp_path, alias):
+    registry = FakeRegistry()
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    with pytest.raises(InputError, match="--alias"):
+        promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry, alias=alias)
+    assert registry.versions == {} and registry.log == [] and registry.aliases == {}
+
+
+@pytest.mark.parametrize("name", ["a/b", "a:b", " ", "x\ny", ".."])
+def test_a_model_name_mlflow_rejects_raises_before_the_registry_is_touched(onnx_file, tmp_path, name):
+    registry = FakeRegistry()
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    with pytest.raises(InputError, match="--model-name"):
+        promote(model_name=name, onnx=onnx_file, verdicts_dir=verdicts, registry=registry)
+    assert registry.versions == {} and registry.log == []
