@@ -51,3 +51,13 @@ def library_zoo(tmp_path_factory):
         return cache[name, train]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def keys(tmp_path_factory):
+    """(private, public) key files made by `skewgate keys generate`, once per session."""
+    from skewgate.cli import main
+
+    folder = tmp_path_factory.mktemp("keys")
+    assert main(["keys", "generate", "--out", str(folder)]) == 0
+    return folder / "skewgate.key", folder / "skewgate.pub"

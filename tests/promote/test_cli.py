@@ -19,13 +19,6 @@ from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.promote.run import STEPS, TASK_NAMES, PromoteOptions, run
 
 
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("keys")
-    assert main(["keys", "generate", "--out", str(folder)]) == 0
-    return folder / "skewgate.key", folder / "skewgate.pub"
-
-
 @pytest.fixture
 def setup(tmp_path, tiny_onnx, keys):
     onnx_path = tmp_path / "model.onnx"

@@ -27,13 +27,6 @@ from skewgate.common.verdict import Check, Subject, Verdict
 NAME = "digits"
 
 
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("keys")
-    assert main(["keys", "generate", "--out", str(folder)]) == 0
-    return folder / "skewgate.key", folder / "skewgate.pub"
-
-
 @pytest.fixture
 def registry(tmp_path, tiny_onnx, keys, monkeypatch):
     """A store where `skewgate promote` made `digits` v1 the champion on a signed export verdict; returns
