@@ -132,7 +132,7 @@ class TorchRecorder:
         if float64:
             self._float64 = self._float64 or float64_module(self.module)
             module = self._float64
-        tensors = [torch.from_numpy(np.ascontiguousarray(_widen(a) if float64 else a)) for a in feeds.values()]
+        tensors = [torch.from_numpy(np.ascontiguousarray(widen(a) if float64 else a)) for a in feeds.values()]
         with torch.no_grad():
             # the rewritten graph returns a flat tuple: the outputs, then every kept intermediate
             result = module.forward(*tensors)
@@ -169,7 +169,8 @@ def float64_module(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return wide
 
 
-def _widen(array: np.ndarray) -> np.ndarray:
+def widen(array: np.ndarray) -> np.ndarray:
+    """A float32 input as float64 (the float64 reference's feed); any other dtype as it is."""
     return array.astype(np.float64) if array.dtype == np.float32 else array
 
 

@@ -97,7 +97,7 @@ def export_model(*, model: str | Path, inputs: str | Path, out: str | Path,
     if unknown:
         raise InputError("--tolerance", field=", ".join(unknown), expected=f"one of the outputs {names}",
                          found="no such output")
-    rounding = _rounding(program, feeds, names)
+    rounding = _rounding(program, run_torch, feeds, names)
     tols = {n: tolerances.get(n) or rounding.tolerance(n, Tolerance.for_dtype(t.dtype))
             for n, t in zip(names, torch_out, strict=True)}
     for name, expected, actual in zip(names, torch_out, ort_out, strict=True):
@@ -211,20 +211,20 @@ def _torch_runner(program: torch.export.ExportedProgram) -> tuple[Runner, dict[s
     return run, fed
 
 
-def _rounding(program: torch.export.ExportedProgram, feeds: dict[str, np.ndarray], names: Sequence[str]) -> Rounding:
+def _rounding(program: torch.export.ExportedProgram, run_torch: Runner, feeds: dict[str, np.ndarray],
+              names: Sequence[str]) -> Rounding:
     """PyTorch FP32's distance from a float64 run of the same program, per output, on the first few samples."""
     import torch
     from torch.utils._pytree import tree_leaves
 
-    from skewgate.common.layers import float64_module
+    from skewgate.common.layers import float64_module, widen
 
     sample = first_samples(feeds)
-    run_torch, _ = _torch_runner(program)
     narrow = dict(zip(names, run_torch(sample), strict=True))
 
     def float64() -> dict[str, np.ndarray]:
         wide = float64_module(program.module())
-        arrays = [a.astype(np.float64) if a.dtype == np.float32 else a for a in sample.values()]
+        arrays = [widen(a) for a in sample.values()]
         with torch.no_grad():
             result = wide(*[torch.from_numpy(np.ascontiguousarray(a)) for a in arrays])
         return dict(zip(names, [leaf.detach().cpu().numpy() for leaf in tree_leaves(result)], strict=True))

@@ -219,7 +219,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         assert fp32_layers is not None
 
         def isolate(name: str) -> str:
-            small = {s.name: _take(feeds[s.name], batch_axis(s), ISOLATED_SAMPLES) for s in specs}
+            small = first_samples(feeds, ISOLATED_SAMPLES, axes=axes)
             exposed = session(with_intermediates(fp32_model), arena=False)
             ort_values = {**small, **run_by_name(exposed, small)}  # graph inputs too: an op may read them
             return _isolated(name, matching, recorder.run(small)[1], ort_values, fp32_model, layer_tolerance(name),
@@ -307,8 +307,10 @@ def _torch_outputs(module: Any, batch: dict[str, np.ndarray], *, float64: bool =
     import torch
     from torch.utils._pytree import tree_leaves
 
+    from skewgate.common.layers import widen
+
     with torch.no_grad():
-        arrays = [a.astype(np.float64) if float64 and a.dtype == np.float32 else a for a in batch.values()]
+        arrays = [widen(a) if float64 else a for a in batch.values()]
         result = module(*[torch.from_numpy(np.ascontiguousarray(a)) for a in arrays])
     return [leaf.detach().cpu().numpy() for leaf in tree_leaves(result)]
 
@@ -438,11 +440,6 @@ def first_divergence(values: dict[str, OnnxValue], errors: Mapping[str, RunningE
 def batch_axis(spec: Any) -> int | None:
     """The axis of a graph input that the model leaves dynamic: its batch axis (None: all static)."""
     return next((axis for axis, size in enumerate(spec.shape or ()) if size is None), None)
-
-
-def _take(array: np.ndarray, axis: int | None, count: int) -> np.ndarray:
-    return np.ascontiguousarray(np.take(array, range(min(count, array.shape[axis])), axis=axis)) \
-        if axis is not None else array
 
 
 def _isolated(name: str, matching: Matching, torch_values: dict[str, np.ndarray], fp32_values: dict[str, np.ndarray],

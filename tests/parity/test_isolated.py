@@ -5,7 +5,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from skewgate.common.matching import Matching
-from skewgate.parity.core import LAYER_TOLERANCE, _isolated, _take, batch_axis
+from skewgate.common.rounding import first_samples
+from skewgate.parity.core import LAYER_TOLERANCE, _isolated, batch_axis
 
 X = np.linspace(-2, 2, 24, dtype=np.float32).reshape(4, 6)
 RELU = np.maximum(X, 0)
@@ -43,5 +44,5 @@ def test_inputs_are_cut_along_their_dynamic_axis():
 
     spec = TensorSpec(name="x", dtype="float32", shape=(8, None, 3))
     assert batch_axis(spec) == 1
-    assert _take(np.zeros((8, 10, 3)), 1, 4).shape == (8, 4, 3)
+    assert first_samples({"x": np.zeros((8, 10, 3))}, 4, axes={"x": batch_axis(spec)})["x"].shape == (8, 4, 3)
     assert batch_axis(TensorSpec(name="x", dtype="float32", shape=(2, 3))) is None
