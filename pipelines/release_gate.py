@@ -71,6 +71,7 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
         compare_max_churn: float = -1.0,
         compare_task: str = "auto",
         fp16_candidate: bool = False,
+        policy: str = "",
     ) -> str:
         """Gate the promotion of one candidate; returns the outcome (`promoted`), which the exit handler
         `finish-mlflow-run` also writes to the MLflow parent run. A refused promotion fails the run in
@@ -105,6 +106,9 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
             compare_task: Compare task — auto, classification or regression.
             fp16_candidate: FP16 candidate — parity also judges an FP16 conversion of the model layer by layer
                 (overflow, SQNR floor) and proposes the ops to keep in FP32.
+            policy: Release policy — JSON or YAML text (docs/policy.md): the required steps and the loosest
+                setting each verdict may have been judged with; empty: the release gate's defaults, so a
+                loosened tolerance or budget above is refused at promotion unless the policy allows it.
         """
         # The exit handler ends the run's MLflow parent run with the outcome, however the tasks below end.
         finisher = add_finisher(pipeline="release-gate", tracking_uri=mlflow_tracking_uri, experiment=model_name,
@@ -219,6 +223,7 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
                 required_steps=",".join(REQUIRED_STEPS),
                 allow_warn=allow_warn,
                 pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                policy=policy,
             )
             sized(promote, "promote", "promote")
             promote.set_caching_options(False)

@@ -28,7 +28,7 @@ def run_calibrate(run: StepRun | None, *, onnx: str | Path, calibration: str | P
     result = calibrate(onnx=onnx, calibration=calibration, eval_data=eval_data, out=out, labels=labels,
                        options=options or CalibrateOptions())
     publish(result, run, plot=plot, html=html, plot_name=plot_name, html_name=html_name)
-    return result.verdict
+    return result.verdict.judged_with(options or CalibrateOptions())
 
 
 def publish(result: CalibrationResult, run: StepRun | None, *, plot: str | Path | None, html: str | Path | None,

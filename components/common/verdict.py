@@ -11,7 +11,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -20,10 +20,11 @@ from typing import Any, Literal, get_args
 from skewgate.common.errors import InputError
 from skewgate.common.strict_json import Fields
 
-# 2: `registry_tags` is a field of its own (version 1 kept it in `details`); version 1 files are still read, and
-# written back byte for byte, so that their signatures keep verifying.
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+# 2: `registry_tags` is a field of its own (version 1 kept it in `details`); 3: `settings`, what the step was
+# judged with (a policy bounds them: common/policy.py). Older files are still read, and written back byte for byte,
+# so that their signatures keep verifying.
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 Status = Literal["pass", "warn", "fail", "error"]
 Severity = Literal["fail", "warn"]
 STATUSES: tuple[str, ...] = get_args(Status)
@@ -116,6 +117,9 @@ class Verdict:
     details: Mapping[str, Any] = field(default_factory=dict)
     # Tags the step asks promote to set on the registered model version, all under `skewgate.<step>.`.
     registry_tags: Mapping[str, str] = field(default_factory=dict)
+    # What the step was judged with (its options, as JSON: `judged_with`): signed with the verdict, so that a policy
+    # can refuse a pass judged under a loosened tolerance or budget. Empty: not said (an error, an older file).
+    settings: Mapping[str, Any] = field(default_factory=dict)
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     schema_version: int = SCHEMA_VERSION
 
@@ -135,6 +139,7 @@ class Verdict:
         details = _plain(self.details) if is_dataclass(self.details) else dict(self.details)
         object.__setattr__(self, "details", MappingProxyType(details))
         object.__setattr__(self, "registry_tags", MappingProxyType(dict(self.registry_tags)))
+        object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
         prefix = f"skewgate.{self.step}."
         stray = [k for k in self.registry_tags if not k.startswith(prefix)]
         if stray:
@@ -175,6 +180,17 @@ class Verdict:
         return cls(step=step, status="error", checks=(), subject=subject, message=message,
                    versions=collect_versions())
 
+    def judged_with(self, options: Any) -> Verdict:
+        """This verdict, saying the settings it was judged with: `options` (the step's options dataclass, or a
+        mapping) as JSON — nested dataclasses and mappings as objects, tuples as lists, paths and non-finite
+        numbers as text. An options object with a `judged_settings()` method says them itself (compare: the
+        thresholds in force, not the overrides as typed)."""
+        said = options.judged_settings() if hasattr(options, "judged_settings") else options
+        plain = settings_json(said)
+        if not isinstance(plain, dict):
+            raise TypeError(f"settings must be a dataclass or a mapping, got {type(options).__name__}")
+        return replace(self, settings=plain)
+
     @property
     def failed_checks(self) -> tuple[Check, ...]:
         return tuple(c for c in self.checks if not c.passed)
@@ -200,7 +216,10 @@ class Verdict:
             "versions": dict(self.versions),
             "details": _plain(self.details),
             "registry_tags": dict(self.registry_tags),
+            "settings": settings_json(self.settings),
         }
+        if self.schema_version < 3:  # no settings before version 3
+            data.pop("settings")
         if self.schema_version == 1:  # the old layout, so that a stored v1 verdict re-serialises to its own bytes
             tags = data.pop("registry_tags")
             if tags:
@@ -231,7 +250,7 @@ class Verdict:
         top = Fields(data, source=source, where="")
         version = top.integer("schema_version")
         if version not in READABLE_VERSIONS:
-            raise InputError(source, field="schema_version", expected=" or ".join(map(str, READABLE_VERSIONS)),
+            raise InputError(source, field="schema_version", expected=", ".join(map(str, READABLE_VERSIONS)),
                              found=repr(version))
         subject_fields = top.optional_object("subject")
         checks = [_check(item) for item in top.objects("checks")]
@@ -251,10 +270,11 @@ class Verdict:
                                  found=type(tags).__name__)
         else:
             tags = top.str_map("registry_tags")
+        settings = top.json_object("settings") if version >= 3 else {}
         try:
             verdict = cls(step=step, status=status, checks=tuple(checks), subject=subject,
                           stats=tuple(stats), message=top.string("message"), versions=top.str_map("versions"),
-                          details=details, registry_tags=tags, created_at=top.string("created_at"),
+                          details=details, registry_tags=tags, settings=settings, created_at=top.string("created_at"),
                           schema_version=version)
         except ValueError as err:
             raise InputError(source, field="status" if "status" in str(err) else "registry_tags"
@@ -345,6 +365,22 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value
+
+
+def settings_json(value: Any) -> Any:
+    """`value` as plain JSON: dataclasses and mappings as objects (keys as text), tuples and lists as lists, paths
+    and anything else as text, non-finite floats as text ("inf": JSON has no infinity)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: settings_json(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): settings_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [settings_json(v) for v in value]
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    return str(value)
 
 
 def collect_versions() -> dict[str, str]:

@@ -3,6 +3,7 @@ evidence), judge the candidate against it, and publish the champion-vs-candidate
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import html
 import re
@@ -51,6 +52,14 @@ class CompareOptions:
     max_churn: float | None = None  # None: churn is reported, not gated
     min_slice_size: int = 30  # smaller slices are listed but not judged (their intervals say nothing)
     max_slices: int = 50
+
+    def judged_settings(self) -> dict[str, Any]:
+        """What a verdict says it was judged with (`Verdict.judged_with`): these options, with the thresholds in
+        force (the defaults changed by `threshold_specs`), so that a policy bounds the limit actually applied."""
+        settings = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        with contextlib.suppress(InputError):  # judging refuses them too: an error verdict, the specs as typed
+            settings["thresholds"] = parse_thresholds(list(self.threshold_specs), base=self.thresholds)
+        return settings
 
     def judging(self) -> Judging:
         """The judging parameters, validated (`InputError` for bad ones)."""
@@ -109,7 +118,8 @@ def run(*, onnx: str | Path, model_name: str, eval_data: str | Path, options: Co
         from skewgate.common.mlflow_log import StepRun
 
         return _judge_in_run(step_run if isinstance(step_run, StepRun) else None, onnx=onnx, model_name=model_name,
-                             eval_data=eval_data, labels=labels, options=options, markdown=markdown)
+                             eval_data=eval_data, labels=labels, options=options, markdown=markdown
+                             ).judged_with(options)
 
     return evaluate_and_record(STEP, evaluate, tracking)
 

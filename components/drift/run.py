@@ -132,7 +132,7 @@ def run_drift(run: StepRun | None, *, reference: str | Path, current: str | Path
                               options=series, date=datetime.now(UTC).isoformat(timespec="seconds"))
         save_state(state, series_state)
         result = dataclasses.replace(result, verdict=judged)
-    verdict = result.verdict
+    verdict = result.verdict.judged_with(options)
     if pushgateway.url:
         pushed = push(result, gateway=pushgateway.url, model=pushgateway.model)
         verdict = dataclasses.replace(verdict, details={**verdict.details, "pushgateway": pushed})
@@ -238,7 +238,7 @@ def run_nightly(run: StepRun | None, registry: NightlyRegistry, *, model_name: s
     else:
         details = NightlyDetails(**base, model_version=found.version, run_date=date, shards=len(partials) or 1,
                                  series=judged.details["series"])
-    return dataclasses.replace(judged, details=details)
+    return dataclasses.replace(judged, details=details).judged_with(DEFAULTS)  # nightly judges at the defaults
 
 
 def plan_nightly(registry: ChampionReader, *, model_name: str, alias: str, snapshot: str,

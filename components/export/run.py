@@ -29,6 +29,6 @@ def run(*, model: str | Path, inputs: str | Path, out: str | Path, options: Expo
     def evaluate(_run: object) -> Verdict:
         from skewgate.export.core import export_model
 
-        return export_model(model=model, inputs=inputs, out=out, options=options)
+        return export_model(model=model, inputs=inputs, out=out, options=options).judged_with(options)
 
     return evaluate_and_record(STEP, evaluate, tracking)

@@ -26,7 +26,7 @@ def run_parity(run: StepRun | None, *, torch_model: str | Path, onnx: str | Path
                     fp16_out=fp16_out or None, triton_url=triton_url or None, triton_model=triton_model or None,
                     options=options or ParityOptions())
     publish(result, run, plot=plot or None, html=html or None, plot_name=plot_name, html_name=html_name)
-    return result.verdict
+    return result.verdict.judged_with(options or ParityOptions())
 
 
 def publish(result: ParityResult, run: StepRun | None, *, plot: str | Path | None, html: str | Path | None,

@@ -19,4 +19,5 @@ class PreprocessOptions:
 def run_preprocess(*, train: str, serve: str, raw: str | Path,
                    options: PreprocessOptions = PreprocessOptions()) -> Verdict:
     """`train` / `serve`: `module:function`, raw array in, array out (imported here: trusted code only)."""
-    return preprocess_parity(train=train, serve=serve, raw=raw, array=options.array, tolerance=options.tolerance)
+    return preprocess_parity(train=train, serve=serve, raw=raw, array=options.array,
+                             tolerance=options.tolerance).judged_with(options)

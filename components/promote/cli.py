@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from skewgate.common.cli_support import add_common_args, describe, exit_code, finish_cli, tracking_options
+from skewgate.common.policy import load_policy
 from skewgate.promote.core import INT8_SUFFIX, validate_target
 from skewgate.promote.run import STEPS, TASK_NAMES, PromoteOptions, resolve_steps, run, split_steps
 
@@ -30,6 +31,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help=f"comma-separated steps that must pass, of {', '.join(STEPS)}; the pipeline's task "
                              f"names ({', '.join(TASK_NAMES)}) stand for their steps (default: {required})")
     parser.add_argument("--allow-warn", action="store_true", help="accept `warn` verdicts as passing")
+    parser.add_argument("--policy", type=Path, metavar="FILE",
+                        help="policy file (JSON or YAML): the required steps and the loosest setting each verdict "
+                             "may have been judged with; its `required` and `allow_warn` win over the flags "
+                             "(default: the release gate's defaults, see docs/policy.md)")
     parser.add_argument("--trusted-key", action="append", default=[], metavar="PUB",
                         help="public key whose signatures count (repeatable; $SKEWGATE_TRUSTED_KEYS adds more)")
     parser.add_argument("--allow-unsigned", action="store_true",
@@ -53,9 +58,11 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     validate_target(args.model_name, args.alias)
     if args.int8 is not None:
         validate_target(f"{args.model_name}{INT8_SUFFIX}", args.alias)
+    if args.policy is not None:
+        load_policy(args.policy)  # a malformed policy is a setup mistake: exit 2, nothing touched
     options = PromoteOptions(alias=args.alias, required=required, allow_warn=args.allow_warn,
                              trusted_keys=tuple(args.trusted_key), allow_unsigned=args.allow_unsigned,
-                             version=args.version)
+                             version=args.version, policy=str(args.policy or ""))
     verdict = run(model_name=args.model_name, onnx=args.onnx, verdicts_dir=args.verdicts, options=options,
                   tracking=tracking, int8=args.int8, example_inputs=args.example_inputs)
     finish_cli(verdict, args)

@@ -35,6 +35,7 @@ def promote_op(
     required_steps: str = "export,calibrate,drift,parity,probe,compare",
     allow_warn: bool = False,
     pipeline_run_id: str = "",
+    policy: str = "",
 ) -> str:
     """Promote only on complete, matching, signed evidence; returns `pass` (promoted) or `fail` (refused).
 
@@ -68,12 +69,15 @@ def promote_op(
         required_steps: Comma-separated steps whose passing verdict is required.
         allow_warn: Promote on `warn` verdicts too (default: only `pass`).
         pipeline_run_id: KFP pipeline run id; every verdict must have been logged in this run.
+        policy: Policy (JSON or YAML text, as a `--policy` file holds): required steps and the loosest setting each
+            verdict may have been judged with; empty: the release gate's defaults.
     """
     import tempfile
     from pathlib import Path
 
     from skewgate.common.attest import write_trusted_keys
     from skewgate.common.kfp_io import finish
+    from skewgate.common.policy import write_policy
     from skewgate.common.recording import TrackingOptions
     from skewgate.promote.run import PromoteOptions, gather_verdicts, run, split_steps
 
@@ -87,7 +91,7 @@ def promote_op(
                                        Path(work) / "verdicts")
         options = PromoteOptions(alias=alias, required=split_steps(required_steps), allow_warn=allow_warn,
                                  trusted_keys=write_trusted_keys(trusted_public_keys, Path(work)),
-                                 allow_unsigned=allow_unsigned)
+                                 allow_unsigned=allow_unsigned, policy=write_policy(policy, Path(work)))
         result = run(model_name=model_name, onnx=Path(onnx_model.path), verdicts_dir=verdicts_dir, options=options,
                      tracking=TrackingOptions(uri=tracking_uri, experiment=model_name,
                                               pipeline_run_id=pipeline_run_id),

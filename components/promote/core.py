@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from skewgate.common import attest
 from skewgate.common.errors import BackendError, Inconsistent, InputError, check_read_back
 from skewgate.common.io import load_onnx, sha256_file
+from skewgate.common.policy import GatePolicy
 from skewgate.common.registry import Registry
 from skewgate.common.verdict import Check, Subject, Verdict
 
@@ -92,19 +93,25 @@ class Evidence:
 
 @dataclass(frozen=True, kw_only=True)
 class Policy:
-    """What promote requires: the steps, whether `warn` passes, whose signatures count, and the pipeline run.
-    No default for `required`: that one lives in `run.PromoteOptions`."""
+    """What promote requires: the gates' policy (steps, whether `warn` passes, the loosest settings, required
+    checks: `common.policy`), whose signatures count, and the pipeline run."""
 
-    required: Sequence[str]
-    allow_warn: bool = False
+    gates: GatePolicy
     trusted_keys: Mapping[str, Any] | None = None  # key id → Ed25519 public key
     allow_unsigned: bool = False
     pipeline_run_id: str = ""
 
+    @property
+    def required(self) -> tuple[str, ...]:
+        return self.gates.required
+
+    @property
+    def allow_warn(self) -> bool:
+        return self.gates.allow_warn
+
     def describe(self) -> dict[str, Any]:
-        return {"required": list(self.required), "allow_warn": self.allow_warn,
-                "trusted_keys": sorted(self.trusted_keys or {}), "allow_unsigned": self.allow_unsigned,
-                "pipeline_run_id": self.pipeline_run_id}
+        return {**self.gates.describe(), "trusted_keys": sorted(self.trusted_keys or {}),
+                "allow_unsigned": self.allow_unsigned, "pipeline_run_id": self.pipeline_run_id}
 
 
 @dataclass(frozen=True)
@@ -150,9 +157,11 @@ def load_evidence(directory: str | Path) -> dict[str, Evidence]:
 
 def decide(evidence: Mapping[str, Evidence], *, artifact_sha256: str, policy: Policy,
            logged: Sequence[Mapping[str, Any]] = ()) -> list[Check]:
-    """One check per required step. Inside a pipeline run (`policy.pipeline_run_id`) each verdict must be signed
-    for that run, and `logged` (the envelopes MLflow holds for it, unverified) must hold no later verdict of the
-    step signed for that run; an envelope no trusted key signed for this run is ignored."""
+    """One check per required step: its verdict passed, was judged within the policy's settings bounds, holds
+    the checks the policy requires, is about this artifact and signed. Inside a pipeline run
+    (`policy.pipeline_run_id`) each verdict must be signed for that run, and `logged` (the envelopes MLflow holds
+    for it, unverified) must hold no later verdict of the step signed for that run; an envelope no trusted key
+    signed for this run is ignored."""
     accepted = {"pass", "warn"} if policy.allow_warn else {"pass"}
     checks = []
     for step in policy.required:  # no required steps → no checks → fail (empty means fail)
@@ -166,6 +175,7 @@ def decide(evidence: Mapping[str, Evidence], *, artifact_sha256: str, policy: Po
         digest = verdict.subject.sha256 if verdict.subject else None
         if digest != artifact_sha256:
             reasons.append(f"verdict judged sha256 {digest or '(none)'} but the file to promote is {artifact_sha256}")
+        reasons += policy.gates.problems(verdict)
         reasons += _signature_problems(item, artifact_sha256, policy, logged)
         checks.append(Check(f"evidence.{step}", passed=not reasons, value=float(not reasons), limit=1.0,
                             detail="; ".join(reasons) or f"{verdict.status}, same artifact"

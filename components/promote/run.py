@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skewgate.common.errors import InputError
+from skewgate.common.policy import GatePolicy, load_policy
 from skewgate.common.recording import TrackingOptions, evaluate_and_record
 from skewgate.common.steps import RELEASE_GATE_STEPS, STEPS, TASK_NAMES, UnknownStep, resolve_steps, split_steps
 from skewgate.common.verdict import Verdict
@@ -30,6 +31,10 @@ class PromoteOptions:
     allow_unsigned: bool = False  # local experiments only: evidence then needs no signature
     version: str | None = None  # promote this registered version instead of finding or registering one
     example_rows: int = 2  # rows of `example_inputs` that become the registered model's input example
+    # a policy file (JSON or YAML: common/policy.py): its `required` and `allow_warn`, when it names them, win over
+    # the two above; "" = the release gate's defaults, where a verdict judged more loosely than its step's
+    # defaults is refused
+    policy: str = ""
 
 
 def gather_verdicts(found: Mapping[str, tuple[str | Path, str | Path]], folder: Path) -> Path:
@@ -53,13 +58,16 @@ def run(*, model_name: str, onnx: Path, verdicts_dir: Path, options: PromoteOpti
         int8: Path | None = None, example_inputs: Path | None = None) -> Verdict:
     """Promote `onnx` as `model_name` on the evidence in `verdicts_dir`, inside the step's MLflow run; the verdict
     says what happened (never raises). `int8`: calibrate's INT8 model, registered beside as `<model_name>-int8`;
-    `example_inputs`: the .npz whose first rows become the registered model's input example. Required steps are
-    checked first, with the model name and the alias: a bad one is an `error` verdict before MLflow or the registry is
-    touched. Runs of this experiment left RUNNING by a process that is gone are ended (KILLED) first."""
+    `example_inputs`: the .npz whose first rows become the registered model's input example. Required steps and
+    the policy file are checked first, with the model name and the alias: a bad one is an `error` verdict before
+    MLflow or the registry is touched. Runs of this experiment left RUNNING by a process that is gone are ended
+    (KILLED) first."""
     from skewgate.promote.core import INT8_SUFFIX, validate_target
 
     try:
         required = resolve_steps(options.required)
+        gates = (load_policy(options.policy, required=required, allow_warn=options.allow_warn) if options.policy
+                 else GatePolicy(required=required, allow_warn=options.allow_warn))
         validate_target(model_name, options.alias)
         if int8 is not None:
             validate_target(f"{model_name}{INT8_SUFFIX}", options.alias)
@@ -78,14 +86,14 @@ def run(*, model_name: str, onnx: Path, verdicts_dir: Path, options: PromoteOpti
         end_stale_runs(step_run.tracking, current_run_id=step_run.run_id,
                        pipeline_run_id=tracking.pipeline_run_id)
         trusted = attest.load_trusted_keys(attest.trusted_key_paths(options.trusted_keys))
-        policy = Policy(required=required, allow_warn=options.allow_warn,
-                        trusted_keys=trusted, allow_unsigned=options.allow_unsigned,
+        policy = Policy(gates=gates, trusted_keys=trusted, allow_unsigned=options.allow_unsigned,
                         pipeline_run_id=tracking.pipeline_run_id)
         example = (input_example(example_inputs, onnx, rows=options.example_rows)
                    if example_inputs is not None else None)
         return promote(model_name=model_name, onnx=onnx, verdicts_dir=verdicts_dir,
                        registry=MlflowRegistry(step_run, input_example=example), alias=options.alias,
                        policy=policy, version=options.version,
-                       signing_key=attest.signing_key_from_env(tracking.signing_key or None), int8=int8)
+                       signing_key=attest.signing_key_from_env(tracking.signing_key or None), int8=int8
+                       ).judged_with(options)
 
     return evaluate_and_record(STEP, evaluate, tracking)

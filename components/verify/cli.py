@@ -39,6 +39,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--require", default=required,
                         help="comma-separated steps promote's signed decision must have required, at least; the "
                              f"pipeline's task names stand for their steps (default: {required})")
+    parser.add_argument("--policy", type=Path, metavar="FILE",
+                        help="policy file (JSON or YAML): the required steps and the loosest setting each stored "
+                             "verdict may have been judged with; its `required` wins over --require (default: the "
+                             "release gate's defaults, see docs/policy.md)")
     parser.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", ""),
                         help="MLflow tracking/registry URI (default: $MLFLOW_TRACKING_URI)")
     parser.add_argument("--mlflow-deadline", type=float, default=_DEFAULTS.mlflow_deadline_s, metavar="SECONDS",
@@ -58,7 +62,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     verdict = run(model_name=args.model_name, tracking_uri=tracking_uri,
                   options=VerifyOptions(alias=args.alias, trusted_keys=tuple(args.trusted_key),
                                         required=resolve_steps(split_steps(args.require), source="--require"),
-                                        mlflow_deadline_s=args.mlflow_deadline))
+                                        mlflow_deadline_s=args.mlflow_deadline, policy=str(args.policy or "")))
     if args.report:
         write_report(verdict, args.report)
     text = summary(verdict)

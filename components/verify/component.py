@@ -16,6 +16,7 @@ def verify_op(
     alias: str = "champion",
     required_steps: str = "export,calibrate,drift,parity,probe,compare",
     mlflow_deadline: float = 30.0,
+    policy: str = "",
 ) -> str:
     """Re-check the `alias` version of `model_name`: the file its MLmodel loads has the gated digest, promote's
     signed decision names this model, version and alias under a policy that required at least `required_steps`
@@ -33,17 +34,21 @@ def verify_op(
         alias: Registry alias of the version to check.
         required_steps: Comma-separated steps promote's policy must have required, at least.
         mlflow_deadline: Seconds to read the registry before the task fails.
+        policy: Policy (JSON or YAML text, as a `--policy` file holds): required steps and the loosest setting each
+            stored verdict may have been judged with; empty: the release gate's defaults.
     """
     import tempfile
     from pathlib import Path
 
     from skewgate.common.attest import write_trusted_keys
     from skewgate.common.kfp_io import finish
+    from skewgate.common.policy import write_policy
     from skewgate.common.steps import split_steps
     from skewgate.verify.run import VerifyOptions, run
 
     with tempfile.TemporaryDirectory() as work:
         options = VerifyOptions(alias=alias, trusted_keys=write_trusted_keys(trusted_public_keys, Path(work)),
-                                required=split_steps(required_steps), mlflow_deadline_s=mlflow_deadline)
+                                required=split_steps(required_steps), mlflow_deadline_s=mlflow_deadline,
+                                policy=write_policy(policy, Path(work)))
         result = run(model_name=model_name, tracking_uri=tracking_uri, options=options)
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,6 +20,7 @@ from skewgate.common import attest
 from skewgate.common.errors import InputError
 from skewgate.common.io import read_regular_file, sha256_file
 from skewgate.common.mlflow_log import Champion
+from skewgate.common.policy import GatePolicy
 from skewgate.common.verdict import Check, Subject, Verdict
 
 STEP = "verify"
@@ -38,9 +38,11 @@ class ChampionSource(Protocol):
 
 
 def verify_champion(*, model_name: str, alias: str, source: ChampionSource, trusted: dict[str, Any],
-                    workdir: Path, required: Sequence[str] = ()) -> Verdict:
-    """The verdict on `model_name@alias`. `required`: the steps the signed decision must have required (at least);
-    every step it required is checked either way."""
+                    workdir: Path, gates: GatePolicy) -> Verdict:
+    """The verdict on `model_name@alias` under verify's own policy `gates`: the signed decision must have required
+    at least its steps, and every stored verdict (of those and of every step the decision required) must meet
+    its settings bounds and required checks, and pass (`warn` only where both policies allow it)."""
+    required = gates.required
     if not trusted:
         raise InputError("--trusted-key", expected="at least one trusted public key", found="none")
     champion = source.fetch(model_name, alias, workdir)
@@ -67,7 +69,7 @@ def verify_champion(*, model_name: str, alias: str, source: ChampionSource, trus
                             + (f", not {', '.join(missing)}" if missing else "")
                             + f"; asked for {', '.join(required) or '(nothing)'}"))
         for step in dict.fromkeys([*decided, *required]):
-            checks.append(_step_check(champion.attestations_dir, step, trusted, expected, policy,
+            checks.append(_step_check(champion.attestations_dir, step, trusted, expected, policy, gates,
                                       promotion.get("evidence", {}).get(step, {})))
     return Verdict.from_checks(STEP, checks, subject=subject)
 
@@ -176,7 +178,7 @@ def _promotion(champion: Champion, trusted: dict[str, Any], sha: str, *, model_n
 
 
 def _step_check(folder: Path, step: str, trusted: dict[str, Any], sha: str, policy: dict[str, Any],
-                recorded: dict[str, Any]) -> Check:
+                gates: GatePolicy, recorded: dict[str, Any]) -> Check:
     name = f"evidence.{step}"
     try:
         verdict, content = Verdict.read_with_bytes(folder / f"{step}.json")
@@ -186,9 +188,12 @@ def _step_check(folder: Path, step: str, trusted: dict[str, Any], sha: str, poli
         return Check(name, passed=False, detail=str(err))
     if verdict.step != step:
         return Check(name, passed=False, detail=f"the stored {step}.json is a {verdict.step!r} verdict")
-    accepted = {"pass", "warn"} if policy.get("allow_warn") else {"pass"}
+    accepted = {"pass", "warn"} if policy.get("allow_warn") is True and gates.allow_warn else {"pass"}
     if verdict.status not in accepted:
         return Check(name, passed=False, detail=f"status {verdict.status}")
+    problems = gates.problems(verdict)
+    if problems:
+        return Check(name, passed=False, detail=f"refused by the policy ({gates.source}): {'; '.join(problems)}")
     if hashlib.sha256(content).hexdigest() != recorded.get("verdict_sha256"):
         return Check(name, passed=False, detail="not the verdict promote's signed decision recorded")
     return Check(name, passed=True, detail=f"{verdict.status}, signed, same artifact")

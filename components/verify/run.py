@@ -22,6 +22,9 @@ class VerifyOptions:
     # the steps promote's signed decision must have required, at least: by default every release-gate step
     required: tuple[str, ...] = RELEASE_GATE_STEPS
     mlflow_deadline_s: float = 30.0  # give up on an unreachable registry after this long (as every step does)
+    # a policy file (common/policy.py): its `required` wins over `required`, and every stored verdict must meet its
+    # settings bounds; "" = the release gate's defaults
+    policy: str = ""
 
 
 def run(*, model_name: str, tracking_uri: str, options: VerifyOptions) -> Verdict:
@@ -29,16 +32,18 @@ def run(*, model_name: str, tracking_uri: str, options: VerifyOptions) -> Verdic
     what could not be checked (no registry, no key, an unknown step, registry down) is an `error` verdict."""
     try:
         from skewgate.common import attest, mlflow_log
+        from skewgate.common.policy import GatePolicy, load_policy
         from skewgate.common.steps import resolve_steps
         from skewgate.verify.core import verify_champion
 
         required = resolve_steps(options.required, source="--require")
+        gates = load_policy(options.policy, required=required) if options.policy else GatePolicy(required=required)
         trusted = attest.load_trusted_keys(attest.trusted_key_paths(options.trusted_keys))
         if not tracking_uri:
             raise SkewgateError("no registry: set --tracking-uri or MLFLOW_TRACKING_URI")
         source = mlflow_log.RegistryChampions(tracking_uri, deadline_s=options.mlflow_deadline_s)
         with tempfile.TemporaryDirectory() as workdir:
             return verify_champion(model_name=model_name, alias=options.alias, source=source, trusted=trusted,
-                                   workdir=Path(workdir), required=required)
+                                   workdir=Path(workdir), gates=gates)
     except SkewgateError as err:  # skewgate's own errors only: anything else is a bug and must show as one
         return Verdict.error(STEP, str(err))

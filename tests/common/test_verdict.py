@@ -62,7 +62,7 @@ def test_other_schema_version_is_an_input_error_naming_file_and_field(tmp_path):
     path = tmp_path / "v.json"
     data = Verdict.from_checks("s", [Check("c", passed=True)], subject=None).to_dict()
     path.write_text(json.dumps({**data, "schema_version": 99}))
-    with pytest.raises(InputError, match=r"v\.json: schema_version: expected 1 or 2, found 99"):
+    with pytest.raises(InputError, match=r"v\.json: schema_version: expected 1, 2, 3, found 99"):
         Verdict.read(path)
 
 
@@ -160,7 +160,7 @@ def test_a_schema_1_verdict_reads_and_writes_back_byte_for_byte(tmp_path):
     v2 = Verdict.from_checks("calibrate", [Check("a", passed=True)], subject=None,
                              details={"accuracy": 0.9}, registry_tags={"skewgate.calibrate.int8_sha256": "ab"})
     v1 = v2.to_dict() | {"schema_version": 1}
-    del v1["registry_tags"]
+    del v1["registry_tags"], v1["settings"]
     v1["details"] = {"accuracy": 0.9, "registry_tags": {"skewgate.calibrate.int8_sha256": "ab"}}
     raw = (json.dumps(v1, indent=2, sort_keys=True) + "\n").encode()
     path = tmp_path / "v1.json"
@@ -169,6 +169,42 @@ def test_a_schema_1_verdict_reads_and_writes_back_byte_for_byte(tmp_path):
     assert read.registry_tags == {"skewgate.calibrate.int8_sha256": "ab"}
     assert dict(read.details) == {"accuracy": 0.9}
     assert read.to_bytes() == raw
+
+
+def test_a_schema_2_verdict_without_settings_reads_and_writes_back_byte_for_byte(tmp_path):
+    v2 = Verdict.from_checks("parity", [Check("a", passed=True)], subject=None).to_dict() | {"schema_version": 2}
+    del v2["settings"]
+    raw = (json.dumps(v2, indent=2, sort_keys=True) + "\n").encode()
+    path = tmp_path / "v2.json"
+    path.write_bytes(raw)
+    read = Verdict.read(path)
+    assert dict(read.settings) == {}
+    assert read.to_bytes() == raw
+
+
+def test_settings_say_what_the_step_was_judged_with_and_round_trip(tmp_path):
+    from dataclasses import dataclass, field
+    from pathlib import Path
+
+    @dataclass(frozen=True)
+    class Tol:
+        rtol: float
+        atol: float
+
+    @dataclass(frozen=True)
+    class Options:
+        tolerance: float = 1e-4
+        tolerances: dict = field(default_factory=lambda: {"logits": Tol(1e-3, 1e-5)})
+        levels: tuple = (1, 4)
+        stream: Path | None = Path("/tmp/step.onnx")
+        ceiling: float = float("inf")
+
+    verdict = Verdict.from_checks("parity", [Check("a", passed=True)], subject=None).judged_with(Options())
+    assert dict(verdict.settings) == {"tolerance": 1e-4, "tolerances": {"logits": {"rtol": 1e-3, "atol": 1e-5}},
+                                      "levels": [1, 4], "stream": "/tmp/step.onnx", "ceiling": "inf"}
+    path = verdict.write(tmp_path / "parity.json")
+    assert Verdict.read(path).to_bytes() == verdict.to_bytes()
+    assert json.loads(path.read_text())["settings"]["tolerance"] == 1e-4
 
 
 def test_typed_details_serialise_field_by_field():

@@ -16,6 +16,7 @@ from mlflow import MlflowClient
 from skewgate.common import attest, mlflow_log
 from skewgate.common.io import sha256_file
 from skewgate.common.verdict import Check, Subject, Verdict
+from skewgate.export.run import ExportOptions
 
 pytestmark = pytest.mark.integration
 NAME = "races"
@@ -30,7 +31,7 @@ def test_concurrent_promotions_of_one_artifact_end_with_one_version(mlflow_url, 
     key, public = attest.generate_keys(tmp_path / "keys")
     verdicts = tmp_path / "verdicts"
     verdict = Verdict.from_checks("export", [Check("c", passed=True)],
-                                  subject=Subject("model.onnx", sha256_file(tiny_onnx)))
+                                  subject=Subject("model.onnx", sha256_file(tiny_onnx))).judged_with(ExportOptions())
     path = verdict.write(verdicts / "export.json")
     attest.write_envelope(attest.sign(attest.verdict_statement(verdict), attest.load_signing_key(key)),
                           attest.envelope_path(path))
@@ -53,7 +54,8 @@ def test_concurrent_promotions_of_one_artifact_end_with_one_version(mlflow_url, 
 
 
 def _signed_export(onnx, verdicts, key):
-    verdict = Verdict.from_checks("export", [Check("c", passed=True)], subject=Subject("model.onnx", sha256_file(onnx)))
+    verdict = Verdict.from_checks("export", [Check("c", passed=True)],
+                                  subject=Subject("model.onnx", sha256_file(onnx))).judged_with(ExportOptions())
     path = verdict.write(verdicts / "export.json")
     attest.write_envelope(attest.sign(attest.verdict_statement(verdict), key), attest.envelope_path(path))
 

@@ -16,6 +16,8 @@ from skewgate.common.io import sha256_file
 from skewgate.common.processes import free_port
 from skewgate.common.recording import TrackingOptions
 from skewgate.common.verdict import Check, Subject, Verdict
+from skewgate.export.run import ExportOptions
+from skewgate.parity.core import ParityOptions
 from skewgate.promote.run import STEPS, TASK_NAMES, PromoteOptions, run
 
 
@@ -28,7 +30,8 @@ def setup(tmp_path, tiny_onnx, keys):
 
     def write(status_ok=True):
         check = Check("c", passed=status_ok)
-        verdict = Verdict.from_checks("export", [check], subject=Subject("m", sha256_file(onnx_path)))
+        verdict = Verdict.from_checks("export", [check], subject=Subject("m", sha256_file(onnx_path))
+                                      ).judged_with(ExportOptions())
         verdicts.mkdir(exist_ok=True)
         write_report(verdict, verdicts / "export.json", signing_key=str(keys[0]))  # as a step's --report does
 
@@ -241,7 +244,8 @@ def test_an_unknown_required_step_in_the_components_options_is_an_error_verdict_
 def test_the_pipelines_task_names_stand_for_their_steps(setup, keys):
     onnx_path, verdicts, uri, write = setup
     write()
-    parity = Verdict.from_checks("parity", [Check("c", passed=True)], subject=Subject("m", sha256_file(onnx_path)))
+    parity = Verdict.from_checks("parity", [Check("c", passed=True)], subject=Subject("m", sha256_file(onnx_path))
+                                 ).judged_with(ParityOptions())
     write_report(parity, verdicts / "parity.json", signing_key=str(keys[0]))
     assert _promote(onnx_path, verdicts, uri, "--require", "export,parity-diff,Parity") == 0
     champion = MlflowClient(uri).get_model_version_by_alias("digits", "champion")

@@ -4,6 +4,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from skewgate.common import attest
 from skewgate.common.errors import Inconsistent, InputError
 from skewgate.common.io import sha256_file
+from skewgate.common.policy import GatePolicy
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.promote.core import Policy, decide
 from skewgate.promote.core import promote as promote_core
@@ -24,8 +25,8 @@ TRUSTED = {PIPELINE_KEY.keyid: PIPELINE_KEY.key.public_key()}
 def promote(*, required=("export",), allow_warn=False, trusted=TRUSTED, pipeline_run_id="", alias="champion",
             **kwargs):
     """promote with a policy that trusts the pipeline's key and requires `export` unless told otherwise."""
-    policy = Policy(required=tuple(required), allow_warn=allow_warn, trusted_keys=trusted,
-                    pipeline_run_id=pipeline_run_id)
+    policy = Policy(gates=GatePolicy(required=tuple(required), allow_warn=allow_warn, bounds=()),
+                    trusted_keys=trusted, pipeline_run_id=pipeline_run_id)
     return promote_core(policy=policy, alias=alias, signing_key=PIPELINE_KEY, **kwargs)
 
 
@@ -127,7 +128,7 @@ def test_missing_required_verdict_is_refused(onnx_file, tmp_path):
 
 
 def test_no_required_steps_means_fail():
-    assert decide({}, artifact_sha256="x", policy=Policy(required=())) == []
+    assert decide({}, artifact_sha256="x", policy=Policy(gates=GatePolicy(required=()))) == []
     assert Verdict.from_checks("promote", [], subject=None).status == "fail"
 
 

@@ -15,6 +15,7 @@ import pytest
 from skewgate.common import attest
 from skewgate.common.errors import BackendError, InputError
 from skewgate.common.io import sha256_file
+from skewgate.common.policy import GatePolicy
 from skewgate.promote.core import Policy
 from skewgate.promote.core import promote as promote_core
 from tests.common.test_io import deadline
@@ -179,10 +180,11 @@ def test_an_earlier_pass_superseded_by_a_later_signed_fail_is_refused(onnx_file,
 def test_without_trusted_keys_unsigned_evidence_needs_an_explicit_opt_in(onnx_file, tmp_path):
     verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)), key=None)
     refused = promote_core(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=FakeRegistry(),
-                           alias="champion", policy=Policy(required=("export",)))
+                           alias="champion", policy=Policy(gates=GatePolicy(required=("export",), bounds=())))
     assert refused.status == "fail" and "--allow-unsigned" in refused.message
     allowed = promote_core(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=FakeRegistry(),
-                           alias="champion", policy=Policy(required=("export",), allow_unsigned=True))
+                           alias="champion", policy=Policy(gates=GatePolicy(required=("export",), bounds=()),
+                                                               allow_unsigned=True))
     assert allowed.status == "pass"
 
 

@@ -15,6 +15,7 @@ from skewgate.common.cli_support import write_report
 from skewgate.common.io import sha256_file
 from skewgate.common.recording import TrackingOptions, evaluate_and_record
 from skewgate.common.verdict import Check, Subject, Verdict
+from skewgate.export.run import ExportOptions
 from skewgate.promote.run import PromoteOptions, run
 
 EXPERIMENT = "digits"
@@ -34,7 +35,8 @@ def gate(tmp_path, tiny_onnx):
         """The export step inside `pipeline_run_id`: recorded in MLflow, its report and envelope in `folder`."""
         def evaluate(_run):
             return Verdict.from_checks("export", [Check("c", passed=passed, detail="" if passed else "broken")],
-                                       subject=Subject("model.onnx", sha256_file(onnx_path)))
+                                       subject=Subject("model.onnx", sha256_file(onnx_path))
+                                       ).judged_with(ExportOptions())
 
         verdict = evaluate_and_record("export", evaluate, tracking(pipeline_run_id))
         folder = tmp_path / folder

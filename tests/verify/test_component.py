@@ -19,7 +19,7 @@ def test_compiles_with_the_options_defaults(tmp_path):
     defaults = VerifyOptions()
     assert {n: p["defaultValue"] for n, p in parameters.items() if "defaultValue" in p} == {
         "alias": defaults.alias, "required_steps": ",".join(defaults.required),
-        "mlflow_deadline": defaults.mlflow_deadline_s}
+        "mlflow_deadline": defaults.mlflow_deadline_s, "policy": defaults.policy}
 
 
 def test_verify_requires_by_default_what_promote_requires_by_default():

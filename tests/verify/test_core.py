@@ -10,6 +10,7 @@ import yaml
 
 from skewgate.common.io import sha256_file
 from skewgate.common.mlflow_log import Champion
+from skewgate.common.policy import GatePolicy
 from skewgate.verify.core import verify_champion
 from tests.common.test_io import deadline
 from tests.promote.fake_registry import FakeRegistry
@@ -53,9 +54,9 @@ class _Source:
         return self.champion
 
 
-def _verify(champion, tmp_path, *, alias="champion", required=()):
+def _verify(champion, tmp_path, *, alias="champion", required=(), bounds=()):
     return verify_champion(model_name=NAME, alias=alias, source=_Source(champion), trusted=TRUSTED,
-                           workdir=tmp_path, required=required)
+                           workdir=tmp_path, gates=GatePolicy(required=required, bounds=bounds))
 
 
 def _failed(verdict):

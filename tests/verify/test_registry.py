@@ -23,6 +23,7 @@ from skewgate.common.cli_support import write_report
 from skewgate.common.io import sha256_file
 from skewgate.common.processes import free_port
 from skewgate.common.verdict import Check, Subject, Verdict
+from skewgate.export.run import ExportOptions
 
 NAME = "digits"
 
@@ -38,7 +39,8 @@ def registry(tmp_path, tiny_onnx, keys, monkeypatch):
     onnx_path.write_bytes(tiny_onnx.read_bytes())
     verdicts = tmp_path / "verdicts"
     verdicts.mkdir()
-    verdict = Verdict.from_checks("export", [Check("c", passed=True)], subject=Subject("m", sha256_file(onnx_path)))
+    verdict = Verdict.from_checks("export", [Check("c", passed=True)],
+                                  subject=Subject("m", sha256_file(onnx_path))).judged_with(ExportOptions())
     write_report(verdict, verdicts / "export.json", signing_key=str(keys[0]))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
 
@@ -171,7 +173,8 @@ def test_a_registered_version_holds_one_model_file(registry, keys, tmp_path):
     onnx.save(model, str(wide))
     verdicts = tmp_path / "wide-verdicts"
     verdicts.mkdir()
-    verdict = Verdict.from_checks("export", [Check("c", passed=True)], subject=Subject("m", sha256_file(wide)))
+    verdict = Verdict.from_checks("export", [Check("c", passed=True)],
+                                  subject=Subject("m", sha256_file(wide))).judged_with(ExportOptions())
     write_report(verdict, verdicts / "export.json", signing_key=str(keys[0]))
     assert main(["promote", "--model-name", NAME, "--onnx", str(wide), "--verdicts", str(verdicts),
                  "--tracking-uri", uri, "--experiment", NAME, "--trusted-key", str(keys[1]), "--require",

@@ -1,0 +1,250 @@
+"""A release policy: which gates a release needs, and the loosest setting each may have been judged with.
+
+Every verdict says the settings it was judged with (`Verdict.settings`, inside the signed predicate). A pass
+judged under a loosened tolerance is still a pass, so promote and verify judge the settings too: a policy bounds
+them per step, and a verdict judged more loosely is refused naming the setting. This is in-toto's layout (and
+SLSA's verification policy) applied to gate results: the verifier, not the producer, says what counts.
+
+A policy file (`--policy FILE`, JSON or YAML) holds, all optional:
+
+    schema_version: 1
+    required: [export, calibrate, drift, parity, probe, compare]  # default: every release-gate step
+    allow_warn: false
+    settings:                     # per step: setting → one rule; merged over the defaults below
+      parity:
+        min_layer_sqnr_db: {at_least: 25}
+        tolerances: {any: true}   # lift a default bound
+      compare:
+        thresholds.accuracy.max_regression: {at_most: 0.01}
+    checks:                       # per step: checks its verdict must hold, passed (`*` globs)
+      parity: ["stream.*"]
+
+Rules: `at_most` (a number no larger: tolerances, budgets, drops, latency), `at_least` (a number no smaller:
+alphas, SQNR floors, sample counts), `equals` (exactly this value: an override that must stay unset), `one_of`,
+and `any` (no bound). A setting is a dotted path into the verdict's settings. `null` (a limit not applied) is
+never within `at_most`/`at_least`. With no file, the policy is the release gate's defaults (`DEFAULT_BOUNDS`: each
+step's own defaults, so a pipeline run with the documented defaults passes and any loosening is refused).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from skewgate.common.errors import InputError
+from skewgate.common.steps import RELEASE_GATE_STEPS, resolve_steps
+from skewgate.common.verdict import Verdict
+
+Rule = Literal["at_most", "at_least", "equals", "one_of", "any"]
+RULES: tuple[str, ...] = get_args(Rule)
+POLICY_SCHEMA_VERSION = 1
+MAX_POLICY_BYTES = 256 * 1024
+DEFAULT_SOURCE = "the release gate's defaults"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One rule over one setting of one step's verdict."""
+
+    step: str
+    setting: str  # a dotted path into `Verdict.settings`
+    rule: Rule
+    value: Any = None
+
+    def problem(self, settings: Mapping[str, Any]) -> str:
+        """Why `settings` break this bound ("" when they keep it)."""
+        if self.rule == "any":
+            return ""
+        found, value = _lookup(settings, self.setting)
+        if not found:
+            return f"{self.setting} is not among the settings it was judged with"
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if self.rule == "at_most" and not (number and value <= self.value):
+            return f"{self.setting} = {_show(value)}, the policy accepts at most {_show(self.value)}"
+        if self.rule == "at_least" and not (number and value >= self.value):
+            return f"{self.setting} = {_show(value)}, the policy accepts at least {_show(self.value)}"
+        if self.rule == "equals" and value != self.value:
+            return f"{self.setting} = {_show(value)}, the policy accepts only {_show(self.value)}"
+        if self.rule == "one_of" and value not in self.value:
+            return f"{self.setting} = {_show(value)}, the policy accepts one of {_show(self.value)}"
+        return ""
+
+    def describe(self) -> dict[str, Any]:
+        return {"step": self.step, "setting": self.setting, "rule": self.rule, "value": self.value}
+
+
+def _bounds(step: str, rules: Mapping[str, tuple[Rule, Any]]) -> tuple[Bound, ...]:
+    return tuple(Bound(step, setting, rule, value) for setting, (rule, value) in rules.items())
+
+
+# The release gate's defaults, as the loosest acceptable settings (tests/common/test_policy.py holds each equal to
+# its step's options default). Direction is per setting: a larger tolerance, budget or p99 loosens; a smaller
+# alpha, SQNR floor or sample count loosens; compare's wider interval (higher confidence) loosens, since it
+# blocks only when the whole interval shows a regression; Bonferroni is looser than Benjamini–Hochberg.
+DEFAULT_BOUNDS: tuple[Bound, ...] = (
+    *_bounds("export", {"max_samples": ("at_least", 64), "tolerances": ("equals", [])}),
+    *_bounds("calibrate", {"max_accuracy_drop": ("at_most", 0.01), "max_fallback_layers": ("at_most", 8),
+                           "min_calibration_samples": ("at_least", 32), "max_uncovered": ("at_most", 0.01),
+                           "outlier_ratio": ("at_most", 10.0)}),
+    *_bounds("drift", {"alpha_ks": ("at_least", 0.05), "alpha_mmd": ("at_least", 0.05),
+                       "correction": ("equals", "bh"), "min_effect": ("at_most", 0.05),
+                       "nan_tolerance": ("at_most", 0.05)}),
+    *_bounds("parity", {"tolerances": ("equals", {}), "layer_tolerance": ("equals", None),
+                        "min_layer_sqnr_db": ("at_least", 20.0), "min_output_sqnr_db": ("at_least", 15.0),
+                        "min_top1_agreement": ("at_least", 0.99), "max_kl_divergence": ("at_most", 0.05)}),
+    *_bounds("probe", {"tolerances": ("equals", {}), "max_p99_ms": ("at_most", 1000.0),
+                       "max_samples": ("at_least", 16)}),
+    *_bounds("compare", {"thresholds.accuracy.max_regression": ("at_most", 0.005),
+                         "thresholds.macro_f1.max_regression": ("at_most", 0.005),
+                         "thresholds.mae.max_relative_regression": ("at_most", 0.02),
+                         "thresholds.rmse.max_relative_regression": ("at_most", 0.02),
+                         "confidence": ("at_most", 0.95)}),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatePolicy:
+    """What a release needs from the gates' verdicts (trust — keys, the pipeline run — is promote's own)."""
+
+    required: tuple[str, ...] = RELEASE_GATE_STEPS
+    allow_warn: bool = False
+    bounds: tuple[Bound, ...] = DEFAULT_BOUNDS
+    checks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # step → check names (globs) it must hold
+    source: str = DEFAULT_SOURCE  # the policy file, or the defaults
+
+    def problems(self, verdict: Verdict) -> list[str]:
+        """Why `verdict` does not meet this policy's bounds and required checks for its step (empty: it does)."""
+        bounds = [b for b in self.bounds if b.step == verdict.step and b.rule != "any"]
+        problems = []
+        if bounds and not verdict.settings:
+            problems.append(f"the verdict does not say the settings it was judged with (schema "
+                            f"{verdict.schema_version}); the policy ({self.source}) bounds "
+                            f"{', '.join(b.setting for b in bounds)}")
+        else:
+            problems += [f"judged with {p}" for p in (b.problem(verdict.settings) for b in bounds) if p]
+        for pattern in self.checks.get(verdict.step, ()):
+            held = [c for c in verdict.checks if fnmatch.fnmatchcase(c.name, pattern)]
+            if not held:
+                problems.append(f"no check {pattern!r}, which the policy ({self.source}) requires")
+            problems += [f"check {c.name} failed, which the policy requires" for c in held if not c.passed]
+        return problems
+
+    def describe(self) -> dict[str, Any]:
+        """The policy as signed into promote's decision (verify reads `required` and `allow_warn` back)."""
+        return {"required": list(self.required), "allow_warn": self.allow_warn, "source": self.source,
+                "bounds": [b.describe() for b in self.bounds], "checks": {k: list(v) for k, v in self.checks.items()}}
+
+
+def load_policy(path: str | Path, *, required: Sequence[str] = RELEASE_GATE_STEPS,
+                allow_warn: bool = False) -> GatePolicy:
+    """The policy in `path` (JSON or YAML), over the defaults: its `settings` rules replace the default rule of
+    the settings they name; `required` and `allow_warn` (the caller's, when the file does not name them). Anything
+    malformed is an `InputError` naming the file and the field."""
+    import yaml
+
+    from skewgate.common.io import read_regular_file
+
+    path = Path(path)
+    raw = read_regular_file(path, limit=MAX_POLICY_BYTES, expected="a policy file (JSON or YAML)")
+    try:
+        document = yaml.safe_load(raw.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as err:
+        raise InputError(path, expected="a policy file (JSON or YAML)", found=f"{type(err).__name__}: {err}") \
+            from err
+    return parse_policy(document, source=str(path), required=required, allow_warn=allow_warn)
+
+
+def parse_policy(document: Any, *, source: str, required: Sequence[str] = RELEASE_GATE_STEPS,
+                 allow_warn: bool = False) -> GatePolicy:
+    """`load_policy` over an already parsed document; `source` names it in errors."""
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise InputError(source, expected="a policy: a mapping", found=type(document).__name__)
+    unknown = sorted(set(map(str, document)) - {"schema_version", "required", "allow_warn", "settings", "checks"})
+    if unknown:
+        raise InputError(source, field=unknown[0], expected="schema_version, required, allow_warn, settings, checks",
+                         found=f"unknown field(s) {unknown}")
+    version = document.get("schema_version", POLICY_SCHEMA_VERSION)
+    if version != POLICY_SCHEMA_VERSION or isinstance(version, bool):
+        raise InputError(source, field="schema_version", expected=str(POLICY_SCHEMA_VERSION), found=repr(version))
+    if "required" in document:
+        steps = document["required"]
+        if not isinstance(steps, list) or not steps or not all(isinstance(s, str) for s in steps):
+            raise InputError(source, field="required", expected="a non-empty list of step names", found=repr(steps))
+        required = resolve_steps(steps, source=f"{source}: required")
+    if "allow_warn" in document:
+        if not isinstance(document["allow_warn"], bool):
+            raise InputError(source, field="allow_warn", expected="true or false",
+                             found=repr(document["allow_warn"]))
+        allow_warn = document["allow_warn"]
+    rules = {(b.step, b.setting): b for b in DEFAULT_BOUNDS}
+    for step, settings in _steps_mapping(document.get("settings", {}), source=source, key="settings").items():
+        if not isinstance(settings, dict):
+            raise InputError(source, field=f"settings.{step}", expected="a mapping of setting → rule",
+                             found=type(settings).__name__)
+        for setting, rule in settings.items():
+            rules[(step, str(setting))] = _bound(step, str(setting), rule, source=source)
+    checks: dict[str, tuple[str, ...]] = {}
+    for step, names in _steps_mapping(document.get("checks", {}), source=source, key="checks").items():
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+            raise InputError(source, field=f"checks.{step}", expected="a non-empty list of check names",
+                             found=repr(names))
+        checks[step] = tuple(names)
+    return GatePolicy(required=tuple(required), allow_warn=allow_warn, bounds=tuple(rules.values()), checks=checks,
+                      source=source)
+
+
+def write_policy(text: str, folder: Path) -> str:
+    """A policy given inline (a KFP parameter: JSON or YAML text) as the file `--policy` takes; "" (the
+    release gate's defaults) when the text is blank."""
+    if not text.strip():
+        return ""
+    path = folder / "policy.yaml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def _steps_mapping(value: Any, *, source: str, key: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InputError(source, field=key, expected="a mapping of step → …", found=type(value).__name__)
+    resolved = {}
+    for name, item in value.items():
+        (step,) = resolve_steps([str(name)], source=f"{source}: {key}")
+        resolved[step] = item
+    return resolved
+
+
+def _bound(step: str, setting: str, rule: Any, *, source: str) -> Bound:
+    where = f"settings.{step}.{setting}"
+    if not isinstance(rule, dict) or len(rule) != 1 or next(iter(rule)) not in RULES:
+        raise InputError(source, field=where, expected=f"one rule: {{{' | '.join(RULES)}: value}}",
+                         found=json.dumps(rule, default=str)[:80])
+    name, value = next(iter(rule.items()))
+    numeric = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if name in ("at_most", "at_least") and not numeric:
+        raise InputError(source, field=f"{where}.{name}", expected="a finite number", found=repr(value))
+    if name == "one_of" and not isinstance(value, list):
+        raise InputError(source, field=f"{where}.one_of", expected="a list of values", found=repr(value))
+    if name == "any" and value is not True:
+        raise InputError(source, field=f"{where}.any", expected="true", found=repr(value))
+    return Bound(step, setting, name, value)
+
+
+def _lookup(settings: Mapping[str, Any], path: str) -> tuple[bool, Any]:
+    """The value at a dotted `path` (a whole key first: option names hold no dots, mapping keys may)."""
+    if path in settings:
+        return True, settings[path]
+    head, dot, rest = path.partition(".")
+    if dot and head in settings and isinstance(settings[head], Mapping):
+        return _lookup(settings[head], rest)
+    return False, None
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, default=str)
