@@ -32,7 +32,7 @@ import fnmatch
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -45,6 +45,10 @@ RULES: tuple[str, ...] = get_args(Rule)
 POLICY_SCHEMA_VERSION = 1
 MAX_POLICY_BYTES = 256 * 1024
 DEFAULT_SOURCE = "the release gate's defaults"
+# What a release of a stateful model (one served step by step: `--stream-onnx`, `--stream`) needs besides: stream
+# mode in parity (STEP driven step by step equals FULL, uses its state, resets) and the stateful Triton probe.
+STREAM_CHECKS: Mapping[str, tuple[str, ...]] = {
+    "parity": ("stream.matches_batch", "stream.state_used", "stream.reset"), "probe": ("stream.*",)}
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,12 @@ class GatePolicy:
                 problems.append(f"no check {pattern!r}, which the policy ({self.source}) requires")
             problems += [f"check {c.name} failed, which the policy requires" for c in held if not c.passed]
         return problems
+
+    def requiring(self, checks: Mapping[str, Sequence[str]]) -> GatePolicy:
+        """This policy, with `checks` (step → check names or globs) required besides its own."""
+        merged = {step: tuple(dict.fromkeys([*self.checks.get(step, ()), *checks.get(step, ())]))
+                  for step in {*self.checks, *checks}}
+        return replace(self, checks=merged)
 
     def describe(self) -> dict[str, Any]:
         """The policy as signed into promote's decision (verify reads `required` and `allow_warn` back)."""

@@ -39,6 +39,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="public key whose signatures count (repeatable; $SKEWGATE_TRUSTED_KEYS adds more)")
     parser.add_argument("--allow-unsigned", action="store_true",
                         help="accept unsigned verdicts (local experiments only: anyone could have written them)")
+    parser.add_argument("--require-stream", action="store_true",
+                        help="the model is served step by step (a STEP model was gated): parity's verdict must hold "
+                             "its stream checks and probe's its stateful ones")
     parser.add_argument("--version", help="promote this existing model version instead of registering")
     parser.add_argument("--int8", type=Path,
                         help="calibrate's INT8 model: registered beside as NAME-int8 when calibrate and parity "
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         load_policy(args.policy)  # a malformed policy is a setup mistake: exit 2, nothing touched
     options = PromoteOptions(alias=args.alias, required=required, allow_warn=args.allow_warn,
                              trusted_keys=tuple(args.trusted_key), allow_unsigned=args.allow_unsigned,
-                             version=args.version, policy=str(args.policy or ""))
+                             version=args.version, policy=str(args.policy or ""), stream=args.require_stream)
     verdict = run(model_name=args.model_name, onnx=args.onnx, verdicts_dir=args.verdicts, options=options,
                   tracking=tracking, int8=args.int8, example_inputs=args.example_inputs)
     finish_cli(verdict, args)

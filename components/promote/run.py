@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skewgate.common.errors import InputError
-from skewgate.common.policy import GatePolicy, load_policy
+from skewgate.common.policy import STREAM_CHECKS, GatePolicy, load_policy
 from skewgate.common.recording import TrackingOptions, evaluate_and_record
 from skewgate.common.steps import RELEASE_GATE_STEPS, STEPS, TASK_NAMES, UnknownStep, resolve_steps, split_steps
 from skewgate.common.verdict import Verdict
@@ -35,6 +35,9 @@ class PromoteOptions:
     # the two above; "" = the release gate's defaults, where a verdict judged more loosely than its step's
     # defaults is refused
     policy: str = ""
+    # the release was given a STEP model (a stateful model served step by step): parity's and probe's verdicts must
+    # hold their stream checks (`common.policy.STREAM_CHECKS`), whatever the policy says
+    stream: bool = False
 
 
 def gather_verdicts(found: Mapping[str, tuple[str | Path, str | Path]], folder: Path) -> Path:
@@ -68,6 +71,8 @@ def run(*, model_name: str, onnx: Path, verdicts_dir: Path, options: PromoteOpti
         required = resolve_steps(options.required)
         gates = (load_policy(options.policy, required=required, allow_warn=options.allow_warn) if options.policy
                  else GatePolicy(required=required, allow_warn=options.allow_warn))
+        if options.stream:
+            gates = gates.requiring(STREAM_CHECKS)
         validate_target(model_name, options.alias)
         if int8 is not None:
             validate_target(f"{model_name}{INT8_SUFFIX}", options.alias)

@@ -7,7 +7,7 @@ import pytest
 
 from skewgate.calibrate.core import CalibrateOptions
 from skewgate.common.errors import InputError
-from skewgate.common.policy import DEFAULT_BOUNDS, Bound, GatePolicy, load_policy
+from skewgate.common.policy import DEFAULT_BOUNDS, STREAM_CHECKS, Bound, GatePolicy, load_policy
 from skewgate.common.steps import RELEASE_GATE_STEPS
 from skewgate.common.verdict import Check, Subject, Verdict, settings_json
 from skewgate.compare.run import CompareOptions
@@ -153,3 +153,14 @@ def test_bound_rules_treat_null_and_booleans_as_no_number():
     assert Bound("s", "a.b", "one_of", ["bh"]).problem({"a": {"b": "bh"}}) == ""
     assert Bound("s", "x", "any").problem({}) == ""
     assert Bound("s", "x", "equals", 3).problem({}) == "x is not among the settings it was judged with"
+
+
+def test_a_stateful_release_requires_parity_and_probe_stream_checks():
+    policy = GatePolicy().requiring(STREAM_CHECKS)
+    batch_only = policy.problems(_verdict("parity", ParityOptions()))
+    assert [p.split("'")[1] for p in batch_only] == ["stream.matches_batch", "stream.state_used", "stream.reset"]
+    streamed = [Check(name, passed=True) for name in STREAM_CHECKS["parity"]]
+    assert policy.problems(_verdict("parity", ParityOptions(), streamed)) == []
+    assert policy.problems(_verdict("probe", ProbeOptions())) == \
+        [f"no check 'stream.*', which the policy ({policy.source}) requires"]
+    assert GatePolicy().problems(_verdict("parity", ParityOptions())) == []  # a stateless release asks none

@@ -21,7 +21,8 @@ def test_compiles_with_the_optionsparameter_defaults(tmp_path):
     assert split_steps(defaults.pop("required_steps")) == options.required
     assert defaults == {"alias": options.alias, "allow_warn": options.allow_warn,
                         "allow_unsigned": options.allow_unsigned, "trusted_public_keys": "", "pipeline_run_id": "",
-                        "policy": options.policy}
+                        "policy": options.policy, "stream_model": ""}
+    assert options.stream is False  # no STEP model: stream checks are not required
 
 
 def test_gate_blocked_compiles(tmp_path):
