@@ -114,8 +114,10 @@ def evaluate_and_record(step: str, evaluate: Evaluate, tracking: TrackingOptions
                 verdict = evaluate(run)
             except SkewgateError as err:
                 verdict = Verdict.error(step, str(err))
-            except Exception as err:  # a bug or an unexpected library error: still "could not evaluate"
-                log.debug("unexpected error in %s", step, exc_info=True)
+            except Exception as err:  # a bug or an unexpected library error: still "could not evaluate" (fail
+                # closed), and loud: the traceback is what a bug report needs
+                log.error("%s: unexpected %s (a bug, please report it with this traceback)", step,
+                          type(err).__name__, exc_info=True)
                 verdict = Verdict.error(step, f"{type(err).__name__}: {err}")
             context = _remember(verdict, tracking, run)
             if run is not None:

@@ -173,3 +173,14 @@ def test_explicit_settings_are_logged_even_when_the_step_errors(tmp_path):
     assert verdict.status == "error"
     _, [logged] = _runs(uri)
     assert logged.data.params == {"max_samples": "8"} and logged.info.status == "FAILED"
+
+
+def test_an_unexpected_exception_fails_closed_and_is_logged_at_error_with_its_traceback(caplog):
+    def evaluate(_run):
+        return {}["missing"]  # a bug in a step
+
+    with caplog.at_level("ERROR", logger="skewgate.common.recording"):
+        verdict = evaluate_and_record("export", evaluate, TrackingOptions())
+    assert verdict.status == "error" and verdict.message == "KeyError: 'missing'"
+    (record,) = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert "export: unexpected KeyError" in record.getMessage() and record.exc_info is not None
