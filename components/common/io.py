@@ -21,7 +21,6 @@ from skewgate.common.errors import InputError
 
 if TYPE_CHECKING:
     import onnx
-    import pandas as pd
 
 
 def sha256_file(path: str | Path) -> str:
@@ -187,34 +186,6 @@ def check_array(array: np.ndarray, spec: TensorSpec, *, source: str | Path) -> N
                              found=found)
     if array.size == 0:
         raise InputError(source, field=spec.name, expected="at least one sample", found=found)
-
-
-def load_table(path: str | Path, *, columns: Sequence[str] = ()) -> pd.DataFrame:
-    """Load a Parquet or CSV table (one column per feature) and check that `columns` are present."""
-    import pandas as pd
-
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(path, expected="a Parquet or CSV file", found="no such file")
-    suffix = path.suffix.lower()
-    try:
-        if suffix in {".parquet", ".pq"}:
-            frame = pd.read_parquet(path)
-        elif suffix == ".csv":
-            frame = pd.read_csv(path)
-        else:
-            raise InputError(path, expected="a .parquet or .csv file", found=f"suffix {suffix or '(none)'}")
-    except InputError:
-        raise
-    except Exception as err:  # pandas/pyarrow raise many unrelated types for a corrupt file
-        raise InputError(path, expected="a readable table", found=f"{type(err).__name__}: {err}") from err
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise InputError(path, field=", ".join(missing), expected="these columns",
-                         found=f"columns {list(frame.columns)}")
-    if frame.empty:
-        raise InputError(path, expected="at least one row", found="an empty table")
-    return frame
 
 
 def load_onnx(path: str | Path) -> onnx.ModelProto:

@@ -4,7 +4,6 @@ import signal
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from skewgate.common.errors import InputError
@@ -12,7 +11,6 @@ from skewgate.common.io import (
     TensorSpec,
     load_npz,
     load_onnx,
-    load_table,
     onnx_input_specs,
     read_regular_file,
     sha256_file,
@@ -72,25 +70,6 @@ def test_missing_file(tmp_path):
         load_npz(tmp_path / "nope.npz")
     with pytest.raises(InputError, match="no such file"):
         sha256_file(tmp_path / "nope.bin")
-
-
-@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
-def test_tables_load_and_check_columns(tmp_path, suffix):
-    frame = pd.DataFrame({"a": [1.0, 2.0], "b": [3, 4]})
-    path = tmp_path / f"t{suffix}"
-    frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path)
-    assert list(load_table(path, columns=["a", "b"]).columns) == ["a", "b"]
-    with pytest.raises(InputError, match=rf"t\{suffix}: c: expected these columns, found columns \['a', 'b'\]"):
-        load_table(path, columns=["a", "c"])
-
-
-def test_table_with_unknown_suffix_or_no_rows(tmp_path):
-    (tmp_path / "t.txt").write_text("a\n1\n")
-    with pytest.raises(InputError, match=r"suffix \.txt"):
-        load_table(tmp_path / "t.txt")
-    (tmp_path / "e.csv").write_text("a,b\n")
-    with pytest.raises(InputError, match="at least one row"):
-        load_table(tmp_path / "e.csv")
 
 
 def test_onnx_loader_rejects_non_onnx_and_truncated_files(tmp_path, tiny_onnx):
