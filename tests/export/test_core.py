@@ -4,6 +4,7 @@ import pytest
 from skewgate.common.compare import batch_sizes
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
+from skewgate.common.tensor_stats import sha256_array
 from skewgate.export.core import export_model
 from skewgate.export.run import ExportOptions
 from tests.export.models import INPUT, examples
@@ -46,9 +47,14 @@ def test_stats_cover_every_stage(good_verdict):
                       ("linear", "ort.output")}
 
 
-def test_hash_chain_records_each_hop(good_verdict):
+def test_hash_chain_records_each_hop_from_the_files_bytes(good_verdict, example_npz):
+    """Each hop's digest is that of the examples the file holds (the first `max_samples`), not only equal to the
+    other hops: a loader that altered the data before every hop would fail here."""
     chain = good_verdict[0].details["input_hash_chain"]
-    assert chain["loaded"][INPUT] == chain["torch_fed"][INPUT] == chain["onnxruntime_fed"][INPUT]
+    with np.load(example_npz) as arrays:
+        expected = sha256_array(arrays[INPUT][: ExportOptions().max_samples])
+    assert chain["file"] == sha256_file(example_npz)
+    assert chain["loaded"][INPUT] == chain["torch_fed"][INPUT] == chain["onnxruntime_fed"][INPUT] == expected
 
 
 def test_records_erf_gelu(good_verdict):

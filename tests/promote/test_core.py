@@ -127,9 +127,14 @@ def test_missing_required_verdict_is_refused(onnx_file, tmp_path):
     assert "evidence.drift: no verdict" in result.message
 
 
-def test_no_required_steps_means_fail():
+def test_no_required_steps_means_fail(onnx_file, tmp_path):
+    """Empty means fail: a policy requiring nothing gives no checks, and promote refuses on no checks."""
     assert decide({}, artifact_sha256="x", policy=Policy(gates=GatePolicy(required=()))) == []
-    assert Verdict.from_checks("promote", [], subject=None).status == "fail"
+    verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))
+    registry = FakeRegistry()
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=registry, required=())
+    assert result.status == "fail" and result.checks == ()
+    assert registry.get_alias(NAME, "champion") is None
 
 
 def test_same_promotion_twice_creates_one_version(onnx_file, tmp_path):
