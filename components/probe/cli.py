@@ -32,6 +32,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
              example="""
                  skewgate probe --url 127.0.0.1:8000 --model digits-cnn --onnx model.onnx --inputs X.npz \\
                      --repository /tmp/skewgate-probe-serve/triton-repo --report probe.json
+                 skewgate probe --model gru-step --onnx step.onnx --inputs seq.npz \
+                     --stream --state h=h_next --initial-state h0.npz --report probe.json
              """)
     parser.add_argument("--url", help="host:port of the server; omit to start a local tritonserver for the probe")
     parser.add_argument("--protocol", choices=get_args(Protocol), default=defaults.protocol,
@@ -50,6 +52,17 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help=f"seconds per call, retries included (default: {defaults.deadline_s:g})")
     parser.add_argument("--max-p99-ms", type=float, default=defaults.max_p99_ms,
                         help=f"latency gate on the p99 at concurrency 1, in ms (default: {defaults.max_p99_ms:g})")
+    stream = parser.add_argument_group("stateful model (--stream)", "a STEP model served under Triton's sequence "
+                                       "batcher, its state kept on the server; --inputs holds sequences (batch on "
+                                       "axis 0, time on axis 1), each probed under its own correlation id")
+    stream.add_argument("--stream", action="store_true", default=defaults.stream,
+                        help="probe a stateful STEP model (without --url: serve it under the sequence batcher)")
+    stream.add_argument("--state", action="append", default=[], metavar="IN=OUT",
+                        help="a state input of STEP and the output of its next value (repeatable)")
+    stream.add_argument("--initial-state", type=Path, default=defaults.initial_state,
+                        help=".npz of one sequence's initial state, keyed by state input (default: zeros)")
+    stream.add_argument("--max-sequences", type=int, default=defaults.max_sequences,
+                        help=f"sequences probed, from the start of --inputs (default: {defaults.max_sequences})")
     add_common_args(parser)
     commands = parser.add_subparsers(dest="command", metavar="{serve,install}", required=False,
                                      help="without one, the probe")
@@ -101,8 +114,13 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
             if not sep:
                 raise InputError("--header", field=item, expected="NAME=VALUE", found="no '='")
             headers[name] = value
+        from skewgate.common.triton.sequence import parse_states
+
         options = ProbeOptions(protocol=args.protocol, version=args.model_version, headers=headers, tls=args.tls,
-                               ca_certificate=args.ca_cert, deadline_s=args.deadline, max_p99_ms=args.max_p99_ms)
+                               ca_certificate=args.ca_cert, deadline_s=args.deadline, max_p99_ms=args.max_p99_ms,
+                               stream=args.stream, states=parse_states(args.state),
+                               initial_state=str(args.initial_state) if args.initial_state else None,
+                               max_sequences=args.max_sequences)
         return run_probe(url=args.url or "", model=args.model, onnx=args.onnx, inputs=args.inputs,
                          repository=args.repository, options=options)
 

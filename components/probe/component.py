@@ -19,6 +19,10 @@ def triton_probe_op(
     tracking_uri: str = "",
     experiment: str = "",
     pipeline_run_id: str = "",
+    stream: bool = False,
+    states: str = "",
+    initial_state: dsl.Input[dsl.Dataset] = None,  # KFP: an optional input artifact
+    max_sequences: int = 4,
 ) -> str:
     """Probe Triton with the exported model; returns the verdict status.
 
@@ -36,18 +40,30 @@ def triton_probe_op(
         tracking_uri: MLflow tracking URI where the step logs its run and verdict (empty: no MLflow).
         experiment: MLflow experiment of the step's run (empty: named as the model).
         pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
+        stream: `onnx_model` is a stateful STEP model: probe it under Triton's sequence batcher, each sample of
+            `probe_inputs` (batch on axis 0, time on axis 1) one sequence under its own correlation id.
+        states: With `stream`, the state pairs `IN=OUT` (STEP input = output of its next value), comma-separated.
+        initial_state: With `stream`, `.npz` of one sequence's initial state keyed by state input (absent: zeros).
+        max_sequences: With `stream`, how many samples of `probe_inputs` are probed as sequences.
     """
     from typing import cast
 
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
     from skewgate.common.triton.client import Protocol
+    from skewgate.common.triton.sequence import parse_states
     from skewgate.probe.run import ProbeOptions, run_probe
+
+    def options() -> ProbeOptions:
+        return ProbeOptions(protocol=cast(Protocol, protocol), stream=stream,
+                            states=parse_states([pair.strip() for pair in states.split(",") if pair.strip()]),
+                            initial_state=initial_state.path if initial_state is not None else None,
+                            max_sequences=max_sequences)
 
     result = evaluate_and_record(
         "probe",
         lambda _run: run_probe(url=triton_url, model=model_name, onnx=onnx_model.path, inputs=probe_inputs.path,
-                               options=ProbeOptions(protocol=cast(Protocol, protocol))),
+                               options=options()),
         TrackingOptions(uri=tracking_uri, experiment=experiment or model_name, pipeline_run_id=pipeline_run_id),
     )
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

@@ -5,7 +5,9 @@ server's own error text when it will not load); metadata and config match the ON
 shapes, the batch dimension); the served version and — where the repository is readable — the SHA-256 of the
 served file; outputs equal ONNX Runtime FP32 on the probe inputs; batch sizes 1, odd and max; concurrent
 single-sample requests under dynamic batching; latency percentiles and throughput at a few concurrency levels;
-the server's own queue and compute time.
+the server's own queue and compute time. A stateful STEP model (`Probing.stream`) is judged on sequences instead of
+single requests (`internals/stream.py`): the signature less its state tensors, the sequence batcher, and sequences
+one after another, interleaved and restarted against STEP run alone from the initial state.
 
 The server is reached through the `Triton` seam only (a fake in the unit tests); the gated model is loaded once
 (`load_gated`): one parse and check of the ONNX, one ONNX Runtime session, opened on first use.
@@ -29,7 +31,9 @@ from skewgate.common.errors import Rejected
 from skewgate.common.io import TensorSpec, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.triton.client import ServerRefused, Triton
 from skewgate.common.triton.repository import Signature, TensorSignature, signature_of
+from skewgate.common.triton.sequence import served_signature
 from skewgate.common.verdict import Check, Subject, Verdict
+from skewgate.probe.internals.stream import StreamProbing, stream_checks
 
 STEP = "probe"
 Arrays = dict[str, np.ndarray]
@@ -77,6 +81,7 @@ class Probing:
     requests_per_level: int
     max_p99_ms: float
     tolerances: Mapping[str, Tolerance] = field(default_factory=dict)
+    stream: StreamProbing | None = None  # a stateful STEP under the sequence batcher: the stream checks instead
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,7 @@ class ProbeDetails:
     served_artifact: str | None = None  # only when the repository is not readable: why the file was not checked
     latency: tuple[LatencyRow, ...] | None = None
     server_statistics: Mapping[str, VersionStatistics] | None = None
+    stream: Mapping[str, Any] | None = None  # the stream checks' runs (`internals/stream.py`)
 
     def present(self) -> dict[str, Any]:
         """Plain JSON-able fields, the ones left None omitted (`Verdict` would write them as null)."""
@@ -131,7 +137,9 @@ def probe(triton: Triton, *, url: str, protocol: str, model: str, gated: GatedMo
     if not checks[-1].passed:
         return Verdict.from_checks(STEP, checks, subject=subject, details=details.present())
     metadata, config = triton.model_metadata(model), triton.model_config(model)
-    checks += signature_checks(gated.signature, metadata, config)
+    stream = probing.stream
+    served = gated.signature if stream is None else served_signature(gated.signature, stream.states)
+    checks += signature_checks(served, metadata, config)
     served_version, version_check = served_version_check(metadata, probing.version)
     checks.append(version_check)
     details = replace(details, served_version=served_version)
@@ -139,6 +147,13 @@ def probe(triton: Triton, *, url: str, protocol: str, model: str, gated: GatedMo
         details = replace(details, served_artifact="not verifiable: the model repository is not readable from here")
     else:
         checks.append(served_artifact_check(repository / model / served_version / "model.onnx", gated.sha256))
+    if stream is not None:
+        checks.append(sequence_batching_check(config))
+        behaviour, found = stream_checks(triton, model=model, step=gated.reference, served=served, feeds=feeds,
+                                         stream=stream, tolerances=probing.tolerances, version=probing.version)
+        details = replace(details, stream=found, server_statistics=server_statistics(
+            triton.inference_statistics(model)))
+        return Verdict.from_checks(STEP, [*checks, *behaviour], subject=subject, details=details.present())
     behaviour, latency = behaviour_checks(triton, model, gated, feeds, config, probing)
     details = replace(details, latency=latency,
                       server_statistics=server_statistics(triton.inference_statistics(model)))
@@ -219,6 +234,21 @@ def served_version_check(metadata: Mapping[str, Any], version: str) -> tuple[str
     served = version or (max(versions, key=int) if versions else "")
     return served, Check("served_version", passed=bool(served) and served in versions,
                          detail=f"served versions {versions}, expected {version or 'the latest'}")
+
+
+def sequence_batching_check(config: Mapping[str, Any]) -> Check:
+    """`config.sequence_batching`: a stateful model is served under the sequence batcher (else no correlation id
+    keeps a sequence's requests together); the detail says its strategy, controls and implicit states."""
+    batcher = config.get("sequence_batching")
+    if not batcher:
+        return Check("config.sequence_batching", passed=False,
+                     detail="the model's config has no sequence_batching: the server keeps no state per sequence")
+    strategy = "oldest" if "oldest" in batcher else "direct"
+    controls = [c.get("name") for c in batcher.get("control_input", [])]
+    states = [f"{s.get('input_name')}={s.get('output_name')}" for s in batcher.get("state", [])]
+    kept = ", ".join(states) or "none (the model keeps it)"
+    return Check("config.sequence_batching", passed=True,
+                 detail=f"strategy {strategy}; controls {controls}; implicit state {kept}")
 
 
 def served_artifact_check(served_file: Path, gated_sha: str) -> Check:

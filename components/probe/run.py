@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import get_args
 
@@ -17,6 +17,7 @@ from skewgate.common.io import load_npz, sha256_file
 from skewgate.common.triton.client import Protocol, TritonClient
 from skewgate.common.verdict import Subject, Verdict
 from skewgate.probe.core import GatedModel, Probing, load_gated, probe
+from skewgate.probe.internals.stream import StreamProbing, sequence_feeds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,10 +34,21 @@ class ProbeOptions:
     requests_per_level: int = 40
     max_p99_ms: float = 1000.0  # gates the first concurrency level's p99
     tolerances: Mapping[str, Tolerance] = field(default_factory=dict)  # by output; default: by dtype
+    # stateful STEP (`--stream`): the model keeps a state per sequence under Triton's sequence batcher
+    stream: bool = False
+    states: Mapping[str, str] = field(default_factory=dict)  # state input → state output (`--state IN=OUT`)
+    initial_state: str | None = None  # .npz keyed by state input (batch 1); None = zeros
+    max_sequences: int = 4  # samples of the inputs probed as sequences (each run three times)
+    first_correlation_id: int | None = None  # None = random, so a live server's own sequences are not hit
 
     def __post_init__(self) -> None:
         if self.protocol not in get_args(Protocol):  # a pipeline parameter arrives as any string
             raise InputError("protocol", expected=f"one of {get_args(Protocol)}", found=repr(self.protocol))
+        if self.stream and not self.states:
+            raise InputError("--state", expected="at least one IN=OUT pair with --stream", found="none")
+        if not self.stream and (self.states or self.initial_state):
+            raise InputError("--stream", expected="--stream with --state/--initial-state (a stateful model)",
+                             found="state options without --stream")
 
     def probing(self) -> Probing:
         return Probing(version=self.version, load_model=self.load_model,
@@ -49,29 +61,61 @@ def run_probe(*, url: str, model: str, onnx: str | Path, inputs: str | Path, rep
     """Probe `model` on the server at `url` (host:port), or on a local tritonserver when `url` is empty.
     `repository`: the model repository, when readable (for a local server, the one written here)."""
     from skewgate.common.triton.repository import write_repository
+    from skewgate.common.triton.sequence import write_sequence_repository
     from skewgate.common.triton.server import triton_server
 
     options = options or ProbeOptions()
     gated = load_gated(onnx)  # bad files fail before any server starts
-    arrays = load_npz(inputs, expected=gated.input_specs)
-    feeds = {t.name: arrays[t.name][: options.max_samples] for t in gated.signature.inputs}
-    subject = Subject(artifact=str(gated.path), sha256=gated.sha256, data={"inputs": sha256_file(inputs)})
+    stream = _stream_probing(gated, options) if options.stream else None
+    if stream is None:
+        arrays = load_npz(inputs, expected=gated.input_specs)
+        feeds = {t.name: arrays[t.name][: options.max_samples] for t in gated.signature.inputs}
+    else:
+        by_name = {spec.name: spec for spec in gated.input_specs if spec.name not in options.states}
+        # one step's input, with a time axis after the batch
+        arrays = load_npz(inputs, expected=[replace(spec, shape=(spec.shape[0], None, *spec.shape[1:]))
+                                            for spec in by_name.values()])
+        feeds = {name: arrays[name][: options.max_sequences] for name in by_name}
+        sequence_feeds(feeds, str(inputs))
+    data = {"inputs": sha256_file(inputs)}
+    if options.initial_state:
+        data["initial_state"] = sha256_file(options.initial_state)
+    subject = Subject(artifact=str(gated.path), sha256=gated.sha256, data=data)
     if url:
-        return _probe_at(url, model, gated, feeds, subject, repository, options)
+        return _probe_at(url, model, gated, feeds, subject, repository, options, stream)
     with tempfile.TemporaryDirectory(prefix="skewgate-triton-") as tmp:
         repo = Path(tmp) / "repository"
-        write_repository(gated.path, repo, name=model, signature=gated.signature)
+        if stream is None:
+            write_repository(gated.path, repo, name=model, signature=gated.signature)
+        else:
+            write_sequence_repository(gated.path, repo, name=model, states=stream.states, initial=stream.initial,
+                                      signature=gated.signature)
         with triton_server(repo, models=(model,), log_path=Path(tmp) / "tritonserver.log") as server:
             address = server.http_url if options.protocol == "http" else server.grpc_url
-            return _probe_at(address, model, gated, feeds, subject, repo, options)
+            return _probe_at(address, model, gated, feeds, subject, repo, options, stream)
+
+
+def _stream_probing(gated: GatedModel, options: ProbeOptions) -> StreamProbing:
+    """The state pairs checked against STEP, and one sequence's initial state (zeros, or the file's)."""
+    import secrets
+
+    from skewgate.common.triton.sequence import check_states, initial_state
+
+    check_states(gated.signature, options.states, source=gated.path)
+    specs = {spec.name: spec for spec in gated.input_specs}
+    first = options.first_correlation_id or 1 + secrets.randbelow(2**62)
+    return StreamProbing(states=dict(options.states),
+                         initial=initial_state({name: specs[name] for name in options.states}, options.initial_state),
+                         initial_source=str(options.initial_state or "zeros"), first_correlation_id=first)
 
 
 def _probe_at(url: str, model: str, gated: GatedModel, feeds: dict[str, np.ndarray], subject: Subject,
-              repository: Path | None, options: ProbeOptions) -> Verdict:
+              repository: Path | None, options: ProbeOptions, stream: StreamProbing | None) -> Verdict:
     client = TritonClient(url, options.protocol, options.headers, options.tls, options.ca_certificate,
                           options.deadline_s)
     try:
         return probe(client, url=url, protocol=options.protocol, model=model, gated=gated, feeds=feeds,
-                     subject=subject, repository=repository, probing=options.probing())
+                     subject=subject, repository=repository, probing=replace(options.probing(), stream=stream)
+                     ).judged_with(options)
     finally:
         client.close()

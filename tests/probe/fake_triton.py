@@ -94,7 +94,7 @@ class FakeTriton:
                                                      "compute_infer": {"ns": 5000 * self.requests}}}]}
 
     def infer(self, model: str, feeds: Mapping[str, np.ndarray], outputs: list[str], *,
-              datatypes: Mapping[str, str], version: str = "") -> dict[str, np.ndarray]:
+              datatypes: Mapping[str, str], version: str = "", sequence: object = None) -> dict[str, np.ndarray]:
         if self.infer_error is not None:
             raise ServerRefused(f"Triton at fake (http): infer {model} failed: {self.infer_error}",
                                 answer=self.infer_error)

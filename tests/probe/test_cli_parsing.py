@@ -13,6 +13,8 @@ def test_probe_flags_default_to_the_options_defaults():
     assert args.command is None
     assert (args.protocol, args.deadline, args.max_p99_ms, args.model_version) == (
         defaults.protocol, defaults.deadline_s, defaults.max_p99_ms, defaults.version)
+    assert (args.stream, args.state, args.initial_state, args.max_sequences) == (
+        defaults.stream, [], defaults.initial_state, defaults.max_sequences)
 
 
 @pytest.mark.parametrize(("argv", "handler"), [

@@ -33,6 +33,15 @@ class ServerRefused(Rejected):
         self.answer = answer
 
 
+@dataclass(frozen=True)
+class SequenceStep:
+    """One request of a sequence: its correlation id (non-zero) and whether it starts or ends the sequence."""
+
+    correlation_id: int
+    start: bool = False
+    end: bool = False
+
+
 class Triton(typing.Protocol):
     """What a step asks of a Triton server (KServe v2). Metadata, config and statistics come back as the HTTP
     endpoint's JSON for both protocols (numbers as numbers). Raises `Unreachable` / `Rejected` only (an error the
@@ -53,7 +62,10 @@ class Triton(typing.Protocol):
     def inference_statistics(self, model: str) -> dict[str, Any]: ...
 
     def infer(self, model: str, feeds: Mapping[str, np.ndarray], outputs: list[str], *,
-              datatypes: Mapping[str, str], version: str = "") -> dict[str, np.ndarray]: ...
+              datatypes: Mapping[str, str], version: str = "", sequence: SequenceStep | None = None
+              ) -> dict[str, np.ndarray]:
+        """`sequence`: the request is one step of a sequence (a model under Triton's sequence batcher)."""
+        ...
 
     def connect_again(self) -> Triton:
         """Another connection with the same settings (for another thread: tritonclient's are not thread-safe)."""
@@ -159,7 +171,10 @@ class TritonClient:
         return dict(self.call("statistics", self.client.get_inference_statistics, model, as_json=True))
 
     def infer(self, model: str, feeds: Mapping[str, np.ndarray], outputs: list[str], *,
-              datatypes: Mapping[str, str], version: str = "") -> dict[str, np.ndarray]:
+              datatypes: Mapping[str, str], version: str = "", sequence: SequenceStep | None = None
+              ) -> dict[str, np.ndarray]:
+        flags = {} if sequence is None else {"sequence_id": sequence.correlation_id,
+                                             "sequence_start": sequence.start, "sequence_end": sequence.end}
         inputs = []
         with self._mapped(f"infer {model}"):  # a dtype the client cannot send is refused here, before the server
             for name, array in feeds.items():
@@ -168,7 +183,7 @@ class TritonClient:
                 inputs.append(tensor)
             requested = [self.module.InferRequestedOutput(name) for name in outputs]
         result = self.call(f"infer {model}", self.client.infer, model, inputs, model_version=version,
-                           outputs=requested)
+                           outputs=requested, **flags)
         with self._mapped(f"infer {model}"):
             return {name: result.as_numpy(name) for name in outputs}
 
