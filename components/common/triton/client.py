@@ -182,8 +182,13 @@ class TritonClient:
                 tensor.set_data_from_numpy(np.ascontiguousarray(array))
                 inputs.append(tensor)
             requested = [self.module.InferRequestedOutput(name) for name in outputs]
-        result = self.call(f"infer {model}", self.client.infer, model, inputs, model_version=version,
-                           outputs=requested, **flags)
+        if sequence is None:
+            result = self.call(f"infer {model}", self.client.infer, model, inputs, model_version=version,
+                               outputs=requested)
+        else:  # never retried: the server may have applied the step to the sequence's state before the error
+            with self._mapped(f"infer {model} (sequence {sequence.correlation_id})"):
+                result = self.client.infer(model, inputs, model_version=version, outputs=requested,
+                                           headers=dict(self.headers) or None, **flags)
         with self._mapped(f"infer {model}"):
             return {name: result.as_numpy(name) for name in outputs}
 
