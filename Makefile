@@ -9,7 +9,7 @@ export SKEWGATE_TRITON_HOME ?= $(CURDIR)/.triton
 IMAGE      ?= skewgate:0.1.0
 BASE_IMAGE ?= skewgate-base:bookworm
 
-.PHONY: setup triton demo test test-unit lint compile bench clean images e2e-docker
+.PHONY: setup triton demo test test-packages test-unit lint compile bench clean images e2e-docker
 
 # torch is installed first and pinned: `pip install torch==2.13.0` takes the CPU build from this machine's
 # disk, where an unpinned torch would pull a multi-GB CUDA build.
@@ -34,11 +34,27 @@ $(SKEWGATE_TRITON_HOME)/.installed: | $(VENV)/.installed-all
 	$(BIN)/skewgate probe install --home $(SKEWGATE_TRITON_HOME)
 	touch $@
 
+# What the demo prints is also kept in $(WORK)/demo/output.txt: tests/test_readme.py checks the README's copy
+# of it against that real run (.ci/run runs the demo before the tests).
 demo: setup
-	$(BIN)/skewgate demo --workdir $(WORK)/demo
+	@mkdir -p $(WORK)/demo
+	PYTHONUNBUFFERED=1 bash -o pipefail -c '$(BIN)/skewgate demo --workdir $(WORK)/demo | tee $(WORK)/demo/output.txt'
 
-test: $(VENV)/.installed-test triton
+test: $(VENV)/.installed-test triton test-packages
 	$(BIN)/pytest
+
+# Debian packages some integration tests start: Prometheus (+ promtool) and its Pushgateway, headless Chromium.
+# Installed when one is missing and this runs as root where apt-get exists; otherwise (or when apt cannot reach
+# its mirror) nothing is installed, nothing fails, and those tests skip with the reason in pytest's summary.
+DEBIAN_TEST_PACKAGES ?= prometheus prometheus-pushgateway chromium
+test-packages:
+	@missing=""; for package in $(DEBIAN_TEST_PACKAGES); do \
+		command -v $$package >/dev/null 2>&1 || missing="$$missing $$package"; done; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "apt-get install$$missing (for the integration tests)"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq$$missing >/dev/null; } || \
+			echo "could not install$$missing: the tests that need them skip"; \
+	fi
 
 test-unit: $(VENV)/.installed-test
 	$(BIN)/pytest -m "not integration"

@@ -59,6 +59,17 @@ _SECRET_KEY = re.compile(r"password|passwd|secret|token|credential|api_?key|priv
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 RUN_NAME_TAG = "mlflow.runName"
 RUN_NAME_LIMIT = 250
+# A registered version carries a handful of tags (DESIGN.md, "MLflow conventions"): the digest of its ONNX file,
+# where its attestations are, the promotion's outcome and reason (promote writes those), and the few tags a later
+# step reads back from the version — the drift profile the nightly run compares serving data with (drift/run.py's
+# PROFILE_URI_TAG and PROFILE_SHA_TAG; tests/promote/test_registry_view.py keeps the two lists equal). Every
+# step's evidence is the description's table and the attestation folder, not a tag each.
+ATTESTATION_URI_TAG = "skewgate.attestation.uri"
+PROMOTION_TAGS = ("skewgate.promotion.status", "skewgate.promotion.reason")
+READ_BACK_TAGS = frozenset({"skewgate.drift.profile_uri", "skewgate.drift.profile_sha256"})
+MAX_VERSION_TAGS = 2 + len(PROMOTION_TAGS) + len(READ_BACK_TAGS)
+DESCRIPTION_LIMIT = 60000  # characters MLflow keeps of a description (its column is TEXT; the UI shows it all)
+UI_WORKFLOW = "workflowType=machine_learning"  # the MLflow 3 UI's "Model training" view (see EXPERIMENT_KIND_TAG)
 
 
 def metric_key(name: str) -> str:
@@ -243,10 +254,68 @@ def promotion_record(record: Mapping[str, Any]) -> tuple[str, bytes]:
     return file_name, (json.dumps(dict(record), sort_keys=True) + "\n").encode()
 
 
-def version_description(markdown: str, *, experiment_id: str, parent_run_id: str) -> str:
-    """A version's description: `markdown` and a link to the pipeline's parent run in the MLflow UI."""
-    link = f"#/experiments/{experiment_id}/runs/{parent_run_id}?workflowType=machine_learning"
-    return f"{markdown}\n\nPipeline run: [{parent_run_id[:8]}]({link})"[:60000]
+def run_link(experiment_id: str, run_id: str) -> str:
+    """A run's page in the MLflow UI as a link relative to the UI's own address (a registry description is shown
+    by the same UI): the hash route every MLflow UI since 1.x serves (`#/experiments/<id>/runs/<run id>`), with the
+    query that makes MLflow 3's UI open it in its "Model training" view rather than its GenAI one; an older UI
+    ignores the query. Nothing in it depends on the address the UI is served at."""
+    return f"#/experiments/{experiment_id}/runs/{run_id}?{UI_WORKFLOW}"
+
+
+def version_description(markdown: str, *, experiment_id: str, parent_run_id: str, promote_run_id: str = "") -> str:
+    """A version's description: `markdown`, then links to the pipeline's parent run and to the promote run that
+    holds the attestations, in the MLflow UI (`run_link`)."""
+    links = [f"Pipeline run: [{parent_run_id[:8]}]({run_link(experiment_id, parent_run_id)})"]
+    if promote_run_id and promote_run_id != parent_run_id:
+        links.append(f"promote run (Artifacts: `attestations/`): "
+                     f"[{promote_run_id[:8]}]({run_link(experiment_id, promote_run_id)})")
+    return f"{markdown}\n\n{' · '.join(links)}"[:DESCRIPTION_LIMIT]
+
+
+def model_description(name: str, alias: str) -> str:
+    """The registered model's description, written once when it has none: what skewgate gates and how to read a
+    version. Plain text in its first line (the models table shows it unrendered)."""
+    name = name.replace("`", "'")
+    return "\n".join([
+        "Promoted by skewgate: a version gets the alias only when every required gate passed for its exact file "
+        "(export, calibrate-int8, drift, parity, Triton probe, comparison with the champion; signed verdicts).",
+        "",
+        f"* Alias `{alias}`: the version serving code loads (`models:/<name>@{alias}`); run `skewgate verify "
+        f"--model-name <name> --alias {alias} --trusted-key <key.pub>` before loading it.",
+        f"* Tag `{PROMOTION_TAGS[0]}`: `promoted` or `refused`; `{PROMOTION_TAGS[1]}` says why.",
+        f"* Tag `{ONNX_DIGEST_TAG}`: SHA-256 of the version's `model.onnx`, the file the gates judged.",
+        f"* Tag `{ATTESTATION_URI_TAG}`: the signed verdicts and promote's signed decision (artifacts of the "
+        "promote run).",
+        "* Tags `skewgate.drift.*`: the reference profile the nightly drift check compares serving data with, "
+        "and that check's latest result.",
+        "* The version's description: one row per gate (status, key figure, short SHA-256 of its verdict file) "
+        "and links to the pipeline run.",
+    ]).replace("<name>", name)[:DESCRIPTION_LIMIT]
+
+
+def key_figure(verdict: Verdict) -> str:
+    """One line for a step in the version's evidence table: its first failed check (`name: value vs limit`, or
+    its detail), else the check closest to its limit (ratio of value to limit nearest 1), else its message."""
+    def figure(check: Any) -> str:
+        if check.value is not None and check.limit is not None:
+            return f"{check.name}: {check.value:.4g} (limit {check.limit:.4g})"
+        return f"{check.name}: {check.detail}" if check.detail else check.name
+
+    failed = verdict.failed_checks
+    if failed:
+        more = f" (+{len(failed) - 1} more failed)" if len(failed) > 1 else ""
+        return _cut(figure(failed[0]), 120) + more
+    bounded = [c for c in verdict.checks if c.value is not None and c.limit is not None and c.value > 0
+               and c.limit > 0 and not c.value == c.limit == 1.0]  # 1 of 1: a yes/no check, no figure
+    if bounded:
+        closest = min(bounded, key=lambda c: abs(math.log(c.value / c.limit)))
+        return _cut(f"{verdict.message}; closest to its limit: {figure(closest)}", 160)
+    return _cut(verdict.message, 160)
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def find_by_digest(local: Path, tags: Mapping[str, str], where: str) -> tuple[Path, str]:

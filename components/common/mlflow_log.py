@@ -424,6 +424,7 @@ class MlflowRegistry:
         self.tracking = step_run.tracking
         self.client = step_run.tracking.client
         self.input_example = dict(input_example) if input_example else None
+        self._alias = ""
 
     def model_exists(self, name: str) -> bool:
         found = _or_none(self.tracking.uri, f"look up model {name!r}", lambda: self.client.get_registered_model(name),
@@ -509,12 +510,19 @@ class MlflowRegistry:
             self.client.set_registered_model_alias(name, alias, version)
 
     def set_description(self, name: str, version: str, markdown: str) -> None:
-        """The version's description, with a link to the pipeline's parent run in the MLflow UI."""
+        """The version's description, with links to the pipeline's parent run and to this promote run in the
+        MLflow UI; and the registered model's (`conv.model_description`) when it has none — a description
+        someone wrote is never replaced."""
         with self.tracking.mapped(f"describe {name!r} v{version}"):
             run = self.client.get_run(self.run.run_id)
             parent = run.data.tags.get("mlflow.parentRunId", self.run.run_id)
             self.client.update_model_version(name, version, description=conv.version_description(
-                markdown, experiment_id=self.tracking.experiment_id, parent_run_id=parent))
+                markdown, experiment_id=self.tracking.experiment_id, parent_run_id=parent,
+                promote_run_id=self.run.run_id))
+        with self.tracking.mapped(f"describe the registered model {name!r}"):
+            if not (self.client.get_registered_model(name).description or "").strip():
+                self.client.update_registered_model(name, description=conv.model_description(
+                    name, self._alias or "champion"))
 
     def store_attestations(self, name: str, version: str, files: Mapping[str, bytes]) -> str:
         """The verdicts, their envelopes and promote's own, as artifacts of this promote run."""
@@ -588,6 +596,7 @@ class MlflowRegistry:
 
     def announce(self, name: str, alias: str) -> None:
         """Mark this promote run as a contender for `name@alias`, with the process that runs it."""
+        self._alias = alias  # the registered model's description names it
         with self.tracking.mapped(f"announce the promotion to {name}@{alias}"):
             self.client.set_tag(self.run.run_id, PROMOTE_TARGET_TAG, _target(name, alias))
             self.client.set_tag(self.run.run_id, PROCESS_TAG, process_identity())

@@ -297,8 +297,7 @@ def promote(
             int8_name, Path(int8), int8_sha, artifact_path="model-int8")
         registry.set_tags(int8_name, int8_version, {
             "skewgate.onnx_sha256": int8_sha, "skewgate.fp32.model": model_name, "skewgate.fp32.version": version,
-            "skewgate.fp32.sha256": sha, ATTESTATION_URI_TAG: tags[ATTESTATION_URI_TAG],
-            **{f"skewgate.{s}.status": evidence[s].verdict.status for s in ("calibrate", "parity")}})
+            "skewgate.fp32.sha256": sha, ATTESTATION_URI_TAG: tags[ATTESTATION_URI_TAG]})
     outcome, holder, status = ("refused", previous, decision.status)
     if promoted:
         registry.claim(model_name, alias, version)
@@ -356,18 +355,20 @@ def int8_check(evidence: Mapping[str, Evidence], int8_sha: str) -> Check:
 
 
 def evidence_tags(evidence: Mapping[str, Evidence], sha: str, required: Sequence[str]) -> dict[str, str]:
-    """The machine-readable evidence on the version. A step writes only under its own `skewgate.<step>.`
-    prefix, and its own extras first, so that nothing a verdict says can overwrite what promote derives."""
+    """The version's evidence tags, a handful (`conv.MAX_VERSION_TAGS` with the outcome): the ONNX digest, and
+    of what the steps ask to tag on it only what a later step reads back from the version
+    (`conv.READ_BACK_TAGS`: the drift profile). Each step's status, key figure and verdict digest go into the
+    description's table (`description`), its verdict and envelope into the attestations. A step writes only
+    under its own `skewgate.<step>.` prefix, so nothing a verdict says can overwrite what promote derives.
+    `required` is recorded by the description and the signed decision."""
+    from skewgate.common import mlflow_conventions as conv
+
     tags: dict[str, str] = {}
     for step, item in evidence.items():
         prefix = f"skewgate.{step}."
         tags.update({k: v[:5000] for k, v in item.verdict.registry_tags.items()
-                     if k.startswith(prefix) and k != f"{prefix}status"})
-    for step, item in evidence.items():
-        tags[f"skewgate.{step}.status"] = item.verdict.status
-        tags[f"skewgate.verdict_sha256.{step}"] = item.sha256
-    tags["skewgate.onnx_sha256"] = sha
-    tags["skewgate.required"] = ",".join(required)
+                     if k.startswith(prefix) and k in conv.READ_BACK_TAGS})
+    tags[conv.ONNX_DIGEST_TAG] = sha
     return tags
 
 
@@ -389,7 +390,7 @@ def _attest(registry: Registry, name: str, version: str, evidence: Mapping[str, 
         envelope = attest.sign(attest.statement(subject, attest.PROMOTION_PREDICATE, predicate), key)
         files[f"promotion{attest.ENVELOPE_SUFFIX}"] = attest.envelope_bytes(envelope)
     uri = registry.store_attestations(name, version, files)
-    return {ATTESTATION_URI_TAG: uri, "skewgate.attestation.signed": str(key is not None).lower()}
+    return {ATTESTATION_URI_TAG: uri}  # promote's own signature is in it: `skewgate verify` checks it
 
 
 def _move_alias(registry: Registry, name: str, alias: str, version: str) -> None:
@@ -434,18 +435,39 @@ def _contend(registry: Registry, name: str, alias: str, version: str) -> tuple[s
 
 
 def description(evidence: Mapping[str, Evidence], decision: Verdict, policy: Policy, *, outcome: str = "") -> str:
-    """The version's description in the registry: the gate in a few lines a person reads (the tags stay for
-    machines). Verdict messages are user-influenced text, so they are escaped."""
+    """The version's description in the registry, for a person: a first line in plain words (the versions table
+    shows it unrendered), then the evidence table — one row per step: status, key figure (`conv.key_figure`),
+    the first 12 hex digits of the SHA-256 of its verdict file (the file is in the attestations) — and what a
+    refusal refused. Verdict text is user-influenced, so it is escaped."""
+    from skewgate.common import mlflow_conventions as conv
     from skewgate.common.kfp_io import md_escape
+
+    def cell(text: str) -> str:
+        return md_escape(text).replace("\n", " ")
 
     assert decision.subject is not None
     outcome = outcome or ("promoted" if decision.status == "pass" else "refused")
-    lines = [f"**skewgate: {outcome}** — sha256 `{decision.subject.sha256[:16]}…`, required: "
-             f"{', '.join(policy.required) or '(none)'}", "", "| step | status | summary |", "|---|---|---|"]
-    for step, item in sorted(evidence.items()):
-        lines.append(f"| {md_escape(step)} | {item.verdict.status} | {md_escape(item.verdict.message[:200])} |")
-    for check in decision.failed_checks:
-        lines.append(f"| {md_escape(check.name)} | refused | {md_escape(check.detail[:200])} |")
+    required = list(policy.required)
+    passed = [s for s in required if s in evidence and any(c.name == f"evidence.{s}" and c.passed
+                                                            for c in decision.checks)]
+    lines = [f"skewgate: {outcome}. {len(passed)} of {len(required)} required steps passed for sha256 "
+             f"{decision.subject.sha256[:12]}.", "",
+             "| step | status | key figure | verdict sha256 |", "|---|---|---|---|"]
+    for step in [*required, *sorted(set(evidence) - set(required))]:
+        item = evidence.get(step)
+        if item is None:
+            lines.append(f"| {cell(step)} | missing | no verdict for this required step | |")
+            continue
+        lines.append(f"| {cell(step)} | {item.verdict.status} | {cell(conv.key_figure(item.verdict))} | "
+                     f"`{item.sha256[:12]}` |")
+    failed = decision.failed_checks
+    if failed:
+        lines += ["", "Refused because:", ""]
+        lines += [f"* {cell(c.name)}: {cell(c.detail[:500])}" for c in failed]
+    trust = ("verdicts signed by a trusted key" if policy.trusted_keys else
+             "verdicts not signed (--allow-unsigned)")
+    lines += ["", f"Required: {cell(', '.join(required) or '(none)')}; {trust}; not required: "
+              f"{cell(', '.join(sorted(set(evidence) - set(required))) or '(none)')}."]
     return "\n".join(lines)
 
 

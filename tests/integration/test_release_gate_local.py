@@ -62,17 +62,15 @@ def test_good_candidate_is_promoted_and_the_run_succeeds(runs, mlflow_url):
     client = MlflowClient(mlflow_url)
     version = client.get_model_version_by_alias(NAME, "champion")
     assert version.version == verdicts["promote"].details["version"]
-    assert version.tags["skewgate.export.status"] == "pass"
-    assert version.tags["skewgate.drift.status"] == "pass"
+    # a handful of tags (the nightly runs below add theirs); every step's row is in the description's table
+    assert set(version.tags) == {"skewgate.onnx_sha256", "skewgate.attestation.uri", "skewgate.promotion.status",
+                                 "skewgate.promotion.reason", "skewgate.drift.profile_uri",
+                                 "skewgate.drift.profile_sha256"}
     assert version.tags["skewgate.onnx_sha256"] == verdicts["export"].subject.sha256
     assert verdicts["drift"].subject.sha256 == verdicts["export"].subject.sha256
-    assert version.tags["skewgate.probe.status"] == "pass"
     assert verdicts["probe"].subject.sha256 == verdicts["export"].subject.sha256
-    assert {"skewgate.verdict_sha256.export", "skewgate.verdict_sha256.drift",
-            "skewgate.drift.profile_uri"} <= set(version.tags)
-    # the INT8 model's calibration travels with the registered version
-    assert version.tags["skewgate.calibrate.status"] == "pass"
-    assert version.tags["skewgate.calibrate.int8_sha256"] == verdicts["calibrate"].details["int8"]["sha256"]
+    for step in ("export", "calibrate", "drift", "parity", "probe", "compare"):
+        assert f"| {step} | pass |" in version.description
     assert verdicts["parity"].details["pairs"] == ["torch_vs_fp32", "fp32_vs_int8"]
 
 
