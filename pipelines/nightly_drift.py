@@ -13,7 +13,6 @@ from typing import Any
 from kfp import dsl
 
 from skewgate.drift.component import (
-    drift_blocked,
     drift_partial_op,
     nightly_drift_merge_op,
     nightly_drift_op,
@@ -21,6 +20,7 @@ from skewgate.drift.component import (
 )
 from skewgate.pipelines.credentials import mlflow_secret, mount_mlflow_credentials
 from skewgate.pipelines.finalize import add_finisher
+from skewgate.pipelines.plumbing import blocked as blocked_op
 from skewgate.pipelines.resources import apply, load_resources, one_line_descriptions
 
 
@@ -68,7 +68,7 @@ def build_nightly_drift(*, run_date: str, resources_file: Path | None = None,
             mount_mlflow_credentials(check, "nightly-drift", credentials)
             check.set_caching_options(False)
             with dsl.If(check.outputs["Output"] == "fail", name="drift-detected"):
-                blocked = drift_blocked(verdict=check.outputs["verdict"])
+                blocked = blocked_op(verdict=check.outputs["verdict"])
                 apply(blocked, "blocked", resources).set_display_name("drift-blocked")
                 blocked.set_caching_options(False)
         return finisher.output
@@ -127,7 +127,7 @@ def build_nightly_drift_fanout(*, run_date: str, shards: int = 4, resources_file
             apply(check, "nightly-drift", resources).set_display_name("nightly-drift").set_caching_options(False)
             mount_mlflow_credentials(check, "nightly-drift", credentials)
             with dsl.If(check.outputs["Output"] == "fail", name="drift-detected"):
-                blocked = drift_blocked(verdict=check.outputs["verdict"])
+                blocked = blocked_op(verdict=check.outputs["verdict"])
                 apply(blocked, "blocked", resources).set_display_name("drift-blocked")
                 blocked.set_caching_options(False)
         return finisher.output

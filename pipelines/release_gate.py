@@ -1,10 +1,10 @@
 """The release-gate pipeline: export → calibrate-int8 → (drift ∥ parity-diff ∥ triton-probe ∥ compare) → promote.
 
 Promote runs last, uncached and never retried by KFP (a refusal is an answer, not a transient error); when it
-refuses, `gate_blocked` fails the run so the KFP UI and alerting show the block. An exit handler ends the run's
-MLflow parent run with the outcome. Every step has CPU/memory requests and limits (`resources.py`); the GPU
-variant gives calibrate, parity and the probe a GPU and the GPU image. Parity and the probe are uncached: with
-`triton_url` set their answer is about a live server, not about their inputs.
+refuses, `plumbing.blocked` (shown as `gate-blocked`) fails the run so the KFP UI and alerting show the block. An
+exit handler ends the run's MLflow parent run with the outcome. Every step has CPU/memory requests and limits
+(`resources.py`); the GPU variant gives calibrate, parity and the probe a GPU and the GPU image. Parity and the
+probe are uncached: with `triton_url` set their answer is about a live server, not about their inputs.
 """
 
 from pathlib import Path
@@ -20,10 +20,11 @@ from skewgate.images import GPU_IMAGE
 from skewgate.parity.component import parity_op
 from skewgate.pipelines.credentials import mlflow_secret, mount_mlflow_credentials
 from skewgate.pipelines.finalize import add_finisher
+from skewgate.pipelines.plumbing import blocked as blocked_op
 from skewgate.pipelines.resources import Variant, apply, load_resources, one_line_descriptions
 from skewgate.pipelines.signing import mount_signing_key, signing_secret
 from skewgate.probe.component import triton_probe_op
-from skewgate.promote.component import gate_blocked, promote_op
+from skewgate.promote.component import promote_op
 from skewgate.promote.run import REQUIRED_STEPS
 
 
@@ -229,7 +230,7 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
             promote.set_caching_options(False)
 
             with dsl.If(promote.outputs["Output"] != "pass", name="promotion-refused"):
-                blocked = gate_blocked(verdict=promote.outputs["verdict"])
+                blocked = blocked_op(verdict=promote.outputs["verdict"])
                 sized(blocked, "blocked", "gate-blocked")
                 blocked.set_caching_options(False)
         return finisher.output

@@ -212,15 +212,3 @@ def nightly_drift_merge_op(
         TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id),
     )
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)
-
-
-@dsl.component(base_image=IMAGE, install_kfp_package=False)
-def drift_blocked(verdict: dsl.Input[dsl.Artifact]) -> None:
-    """Fails the nightly run on a drift `fail`, so that alerting sees it.
-
-    Args:
-        verdict: The nightly drift verdict (JSON).
-    """
-    from skewgate.common.verdict import Verdict
-
-    raise RuntimeError(f"drift detected: {Verdict.read(verdict.path).message}")

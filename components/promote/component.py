@@ -101,16 +101,3 @@ def promote_op(
                                               pipeline_run_id=pipeline_run_id),
                      int8=Path(int8_model.path), example_inputs=Path(example_inputs.path))
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)
-
-
-@dsl.component(base_image=IMAGE, install_kfp_package=False)
-def gate_blocked(verdict: dsl.Input[dsl.Artifact]) -> None:
-    """Fails the run when promotion was refused, so that the run's state (and alerting) shows the block.
-
-    Args:
-        verdict: Promote's refusal (JSON).
-    """
-    from skewgate.common.verdict import Verdict
-
-    refused = Verdict.read(verdict.path)
-    raise RuntimeError(f"promotion refused: {refused.message}")

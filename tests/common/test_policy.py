@@ -20,7 +20,10 @@ OPTIONS = {"export": ExportOptions(), "calibrate": CalibrateOptions(), "drift": 
            "parity": ParityOptions(), "probe": ProbeOptions(), "compare": CompareOptions()}
 
 
-def _verdict(step, options, checks=(Check("c", passed=True),)):
+PASSED = (Check("c", passed=True),)
+
+
+def _verdict(step, options, checks=PASSED):
     return Verdict.from_checks(step, checks, subject=Subject("m.onnx", "ab" * 32)).judged_with(options)
 
 
@@ -131,7 +134,7 @@ def test_a_json_policy_lifts_a_bound_with_any_and_requires_checks(tmp_path):
 ])
 def test_a_malformed_policy_is_an_input_error_naming_the_file_and_field(tmp_path, text, field, expected):
     path = _policy_file(tmp_path, text)
-    with pytest.raises(InputError, match="policy.yaml") as caught:
+    with pytest.raises(InputError, match=r"policy\.yaml") as caught:
         load_policy(path)
     assert expected in str(caught.value)
     if field is not None:
@@ -143,7 +146,7 @@ def test_a_fifo_is_not_read_as_a_policy(tmp_path):
 
     fifo = tmp_path / "policy.yaml"
     os.mkfifo(fifo)
-    with pytest.raises(InputError, match="not a regular file|FIFO"):
+    with pytest.raises(InputError, match=r"not a regular file|FIFO"):
         load_policy(fifo)
 
 

@@ -99,7 +99,7 @@ def test_refusal_branch_runs_gate_blocked(spec):
     assert condition.trigger_policy.condition == (
         "inputs.parameter_values['pipelinechannel--promote-op-Output'] != 'pass'")
     inner = spec.components[condition.component_ref.name].dag.tasks
-    assert set(inner) == {"gate-blocked"}
+    assert set(inner) == {"blocked"}  # shown as gate-blocked
 
 
 def test_inputs_and_image(spec):
@@ -167,7 +167,7 @@ def test_every_step_requests_and_limits_cpu_and_memory(spec):
 
     resources = _resources(spec)
     assert set(resources) == {"exec-export-op", "exec-calibrate-op", "exec-drift-op", "exec-parity-op",
-                              "exec-triton-probe-op", "exec-compare-op", "exec-promote-op", "exec-gate-blocked",
+                              "exec-triton-probe-op", "exec-compare-op", "exec-promote-op", "exec-blocked",
                               "exec-finish-run-op"}
     for label, (cpu, cpu_limit, memory, memory_limit, accelerator, _count) in resources.items():
         assert cpu and cpu_limit and memory and memory_limit, label
@@ -264,7 +264,7 @@ def test_the_signing_secret_is_mounted_into_the_signing_steps_only(tmp_path):
         (volume,) = executors[name]["secretAsVolume"]
         assert volume["secretName"] == "skewgate-signing-key"
         assert volume["mountPath"] == "/var/run/secrets/skewgate-signing"
-    assert not {"exec-gate-blocked", "exec-finish-run-op"} & set(executors)  # those never see the key
+    assert not {"exec-blocked", "exec-finish-run-op"} & set(executors)  # those never see the key
     with open(out) as handle:  # and the env var names the key inside the mount
         assert "/var/run/secrets/skewgate-signing/skewgate.key" in handle.read()
 

@@ -4,12 +4,11 @@ artifacts out as promote reads them."""
 import os
 
 import pytest
-from kfp import compiler
 
 from skewgate.common import attest
 from skewgate.common.attest import write_trusted_keys
 from skewgate.common.errors import InputError
-from skewgate.promote.component import gate_blocked, promote_op
+from skewgate.promote.component import promote_op
 from skewgate.promote.run import PromoteOptions, gather_verdicts, split_steps
 from tests.common.test_io import deadline
 from tests.support.components import parameter_defaults
@@ -23,11 +22,6 @@ def test_compiles_with_the_optionsparameter_defaults(tmp_path):
                         "allow_unsigned": options.allow_unsigned, "trusted_public_keys": "", "pipeline_run_id": "",
                         "policy": options.policy, "stream_model": ""}
     assert options.stream is False  # no STEP model: stream checks are not required
-
-
-def test_gate_blocked_compiles(tmp_path):
-    compiler.Compiler().compile(gate_blocked, str(tmp_path / "blocked.yaml"))
-    assert "gate-blocked" in (tmp_path / "blocked.yaml").read_text()
 
 
 def test_every_concatenated_public_key_becomes_a_trusted_key(tmp_path):
