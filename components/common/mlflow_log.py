@@ -567,18 +567,6 @@ class MlflowRegistry:
                         log.debug("skipped %s of run %s: %s", info.path, run.info.run_id, err)
         return envelopes
 
-    def logged_verdict_digests(self, pipeline_run_id: str) -> dict[str, str]:
-        """Step → digest of the verdict its run logged under this pipeline run's parent run. Unsigned tags: for
-        display only, never evidence (promote reads `logged_verdict_envelopes`)."""
-        parent = self.tracking.find_parent_run(pipeline_run_id)
-        if parent is None:
-            return {}
-        with self.tracking.mapped(f"read the step runs of {pipeline_run_id}"):
-            children = self.client.search_runs([self.tracking.experiment_id],
-                                               f"tags.`mlflow.parentRunId` = '{parent}'", max_results=1000)
-        return {c.data.tags["skewgate.step"]: c.data.tags[conv.VERDICT_DIGEST_TAG] for c in children
-                if "skewgate.step" in c.data.tags and conv.VERDICT_DIGEST_TAG in c.data.tags}
-
     def download(self, artifact_uri: str, directory: Path) -> Path:
         """Fetch one artifact by URI (as recorded in a tag) into `directory`."""
         return _download(self.tracking.uri, artifact_uri, directory)

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from skewgate.common import attest
 from skewgate.common.errors import BackendError, Inconsistent, InputError, check_read_back
@@ -67,12 +67,6 @@ def validate_target(model_name: str, alias: str) -> None:
     if _RESERVED_ALIAS.fullmatch(alias):
         raise InputError("--alias", expected="an alias MLflow does not reserve ('latest' and 'v<N>' name "
                          "versions)", found=repr(alias))
-
-
-class PipelineRegistry(Registry, Protocol):
-    """The registry, and the verdict envelopes logged inside a pipeline run (unverified: promote checks them)."""
-
-    def logged_verdict_envelopes(self, pipeline_run_id: str) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -229,7 +223,7 @@ def promote(
     model_name: str,
     onnx: str | Path,
     verdicts_dir: str | Path,
-    registry: PipelineRegistry,
+    registry: Registry,
     policy: Policy,
     alias: str,
     version: str | None = None,

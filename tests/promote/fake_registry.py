@@ -16,7 +16,6 @@ class FakeRegistry:
         self.aliases: dict[str, dict[str, str]] = {}
         self.log: list[dict[str, Any]] = []
         self.attestations: dict[tuple[str, str], dict[str, bytes]] = {}
-        self.logged: dict[str, dict[str, str]] = {}  # pipeline run id → step → verdict digest (unsigned tags)
         self.envelopes: dict[str, list[dict[str, Any]]] = {}  # pipeline run id → envelopes its runs logged
         self.descriptions: dict[tuple[str, str], str] = {}
         self.sources: dict[str, list[str]] = {}  # artifact folder of the promote run → models registered from it
@@ -62,9 +61,6 @@ class FakeRegistry:
 
     def set_description(self, name: str, version: str, markdown: str) -> None:
         self.descriptions[(name, version)] = markdown
-
-    def logged_verdict_digests(self, pipeline_run_id: str) -> dict[str, str]:
-        return dict(self.logged.get(pipeline_run_id, {}))
 
     def logged_verdict_envelopes(self, pipeline_run_id: str) -> list[dict[str, Any]]:
         return list(self.envelopes.get(pipeline_run_id, []))
