@@ -45,9 +45,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 PROFILE_URI_TAG = "skewgate.drift.profile_uri"
 PROFILE_SHA_TAG = "skewgate.drift.profile_sha256"
-NIGHTLY_STATUS_TAG = "skewgate.drift.nightly.status"
-NIGHTLY_DATE_TAG = "skewgate.drift.nightly.date"
-NIGHTLY_RUN_TAG = "skewgate.drift.nightly.run_id"
+# The last night, in one tag (the version's tags stay a handful): "<status> <date>[ run <step run id>]"; the status
+# leads, so `tags.\`skewgate.drift.nightly\` LIKE 'fail%'` finds the drifted champions.
+NIGHTLY_TAG = "skewgate.drift.nightly"
 DEFAULT_ALIAS = "champion"
 DEFAULTS = DriftOptions()  # the statistics' defaults (core.py holds them)
 SERIES_DEFAULTS = SeriesOptions()  # the anytime-valid series' defaults (series.py)
@@ -224,9 +224,7 @@ def run_nightly(run: StepRun | None, registry: NightlyRegistry, *, model_name: s
                           options=series, date=date)
     if series_out:
         save_state(state, series_out)
-    tags = {NIGHTLY_STATUS_TAG: judged.status, NIGHTLY_DATE_TAG: date, **state.tags()}
-    if run is not None:
-        tags[NIGHTLY_RUN_TAG] = run.run_id
+    tags = {NIGHTLY_TAG: nightly_tag(judged.status, date, run.run_id if run is not None else ""), **state.tags()}
     registry.set_tags(model_name, found.version, tags)
     base = asdict_shallow(result.details)
     details: NightlyDetails
@@ -239,6 +237,11 @@ def run_nightly(run: StepRun | None, registry: NightlyRegistry, *, model_name: s
         details = NightlyDetails(**base, model_version=found.version, run_date=date, shards=len(partials) or 1,
                                  series=judged.details["series"])
     return dataclasses.replace(judged, details=details).judged_with(DEFAULTS)  # nightly judges at the defaults
+
+
+def nightly_tag(status: str, date: str, run_id: str = "") -> str:
+    """The value of `NIGHTLY_TAG`: the night's status and date, and its step run when it was tracked."""
+    return f"{status} {date}" + (f" run {run_id}" if run_id else "")
 
 
 def plan_nightly(registry: ChampionReader, *, model_name: str, alias: str, snapshot: str,

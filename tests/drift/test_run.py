@@ -12,9 +12,7 @@ from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
 from skewgate.drift.core import DriftOptions, make_profile
 from skewgate.drift.run import (
-    NIGHTLY_DATE_TAG,
-    NIGHTLY_RUN_TAG,
-    NIGHTLY_STATUS_TAG,
+    NIGHTLY_TAG,
     PROFILE_SHA_TAG,
     PROFILE_URI_TAG,
     Pictures,
@@ -75,8 +73,7 @@ def test_nightly_judges_against_the_champions_profile_and_tags_the_champion(data
         "model_version": "3", "run_date": DATE, "shards": 1}
     assert "pushgateway" not in verdict.details  # nothing was asked to be pushed
     tags = registry.tags["3"]
-    assert {k: tags.get(k) for k in (NIGHTLY_STATUS_TAG, NIGHTLY_DATE_TAG, NIGHTLY_RUN_TAG)} == {
-        NIGHTLY_STATUS_TAG: status, NIGHTLY_DATE_TAG: DATE, NIGHTLY_RUN_TAG: "run-1"}
+    assert tags[NIGHTLY_TAG] == f"{status} {DATE} run run-1"
     assert (registry.reads, registry.downloads) == (2, 1)  # the champion is looked up once a night
     assert len(run.tables["features.json"]) == 9  # every feature, logged to the step run
     assert {name for name, _ in run.artifacts} == {"coverage_heatmap.png", "drift_report.html"}
@@ -139,8 +136,8 @@ def test_an_unscheduled_night_is_dated_now(data, registry, run_date):
     verdict = run_nightly(None, registry, model_name="m", current=data.healthy, run_date=run_date)
     dated = datetime.fromisoformat(verdict.details["run_date"])
     assert abs(datetime.now(UTC) - dated) < timedelta(minutes=5)
-    assert registry.tags["3"][NIGHTLY_DATE_TAG] == verdict.details["run_date"]
-    assert NIGHTLY_RUN_TAG not in registry.tags["3"]  # no step run (no tracking): no run id to record
+    # no step run (no tracking): no run id to record
+    assert registry.tags["3"][NIGHTLY_TAG] == f"{verdict.status} {verdict.details['run_date']}"
 
 
 def test_an_unreachable_pushgateway_is_recorded_and_the_verdict_stands(data, registry):
@@ -148,7 +145,7 @@ def test_an_unreachable_pushgateway_is_recorded_and_the_verdict_stands(data, reg
                           pushgateway=UNREACHABLE)
     assert verdict.status == "fail"
     assert verdict.details["pushgateway"].startswith(f"not pushed: pushgateway {UNREACHABLE}")
-    assert registry.tags["3"][NIGHTLY_STATUS_TAG] == "fail"
+    assert registry.tags["3"][NIGHTLY_TAG].startswith("fail ")
 
 
 def test_release_gate_records_the_profile_it_wrote_as_registry_evidence(data, tmp_path):
