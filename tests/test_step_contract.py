@@ -36,3 +36,23 @@ def test_every_package_folder_ships_in_the_wheel():
     found = {"skewgate." + ".".join(p.parent.relative_to(ROOT).parts) if p.parent != ROOT else "skewgate"
              for p in ROOT.rglob("__init__.py")}
     assert found - {"skewgate.pipelines"} <= listed, f"not in pyproject packages: {sorted(found - listed)}"
+
+
+def _components_with_an_alias():
+    from skewgate.compare.component import compare_op
+    from skewgate.drift.component import nightly_drift_op, nightly_drift_plan_op
+    from skewgate.pipelines.nightly_drift import nightly_drift
+    from skewgate.pipelines.release_gate import release_gate
+    from skewgate.promote.component import promote_op
+    from skewgate.verify.component import verify_op
+
+    return [compare_op, nightly_drift_op, nightly_drift_plan_op, promote_op, verify_op, release_gate, nightly_drift]
+
+
+def test_every_alias_parameter_defaults_to_the_one_alias(tmp_path):
+    """KFP signatures spell the alias out; they must say what the options say (common.steps.DEFAULT_ALIAS)."""
+    from skewgate.common.steps import DEFAULT_ALIAS
+    from tests.support.components import parameter_defaults
+
+    for component in _components_with_an_alias():
+        assert parameter_defaults(component, tmp_path)["alias"] == DEFAULT_ALIAS, component.name

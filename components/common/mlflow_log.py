@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import BackendError, Inconsistent, InputError, Rejected, Unreachable, map_errors
+from skewgate.common.steps import DEFAULT_ALIAS
 from skewgate.common.strict_json import SHA256_HEX
 from skewgate.common.verdict import Verdict
 
@@ -522,7 +523,7 @@ class MlflowRegistry:
         with self.tracking.mapped(f"describe the registered model {name!r}"):
             if not (self.client.get_registered_model(name).description or "").strip():
                 self.client.update_registered_model(name, description=conv.model_description(
-                    name, self._alias or "champion"))
+                    name, self._alias or DEFAULT_ALIAS))
 
     def store_attestations(self, name: str, version: str, files: Mapping[str, bytes]) -> str:
         """The verdicts, their envelopes and promote's own, as artifacts of this promote run."""

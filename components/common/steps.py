@@ -12,6 +12,9 @@ from collections.abc import Iterable
 
 from skewgate.common.errors import InputError
 
+# The registry alias a release moves and a deployment loads (every `alias` option and parameter defaults to it;
+# KFP component signatures spell it out, and tests hold them equal).
+DEFAULT_ALIAS = "champion"
 RELEASE_GATE_STEPS: tuple[str, ...] = ("export", "calibrate", "drift", "parity", "probe", "compare")
 # Every step that writes a verdict a policy can require (the names its verdicts carry as `step`).
 STEPS: tuple[str, ...] = (*RELEASE_GATE_STEPS, "preprocess")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast, get_args
 from skewgate.common.errors import InputError
 from skewgate.common.publishing import publish, write_text
 from skewgate.common.recording import TrackingOptions, evaluate_and_record
+from skewgate.common.steps import DEFAULT_ALIAS
 from skewgate.common.verdict import Verdict
 from skewgate.compare.core import STEP, Champion, Judging, TaskChoice, Threshold, compare
 
@@ -37,7 +38,7 @@ THRESHOLD_FIELDS = tuple(f.name for f in dataclasses.fields(Threshold))
 class CompareOptions:
     """Every default of `skewgate compare` and `compare_op` lives here."""
 
-    alias: str = "champion"
+    alias: str = DEFAULT_ALIAS
     task: TaskChoice = "auto"
     output: str | None = None  # graph output to judge (default: the first)
     slice_key: str = "slices"  # eval array naming each sample's slice; judged per slice when present

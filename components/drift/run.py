@@ -23,6 +23,7 @@ from skewgate.common import publishing as shared
 from skewgate.common.errors import BackendError, InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.registry import ChampionReader
+from skewgate.common.steps import DEFAULT_ALIAS
 from skewgate.common.verdict import Verdict, asdict_shallow
 from skewgate.drift.core import (
     DriftDetails,
@@ -48,7 +49,6 @@ PROFILE_SHA_TAG = "skewgate.drift.profile_sha256"
 # The last night, in one tag (the version's tags stay a handful): "<status> <date>[ run <step run id>]"; the status
 # leads, so `tags.\`skewgate.drift.nightly\` LIKE 'fail%'` finds the drifted champions.
 NIGHTLY_TAG = "skewgate.drift.nightly"
-DEFAULT_ALIAS = "champion"
 DEFAULTS = DriftOptions()  # the statistics' defaults (core.py holds them)
 SERIES_DEFAULTS = SeriesOptions()  # the anytime-valid series' defaults (series.py)
 

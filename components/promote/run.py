@@ -9,7 +9,15 @@ from pathlib import Path
 from skewgate.common.errors import InputError
 from skewgate.common.policy import STREAM_CHECKS, GatePolicy, load_policy
 from skewgate.common.recording import TrackingOptions, evaluate_and_record
-from skewgate.common.steps import RELEASE_GATE_STEPS, STEPS, TASK_NAMES, UnknownStep, resolve_steps, split_steps
+from skewgate.common.steps import (
+    DEFAULT_ALIAS,
+    RELEASE_GATE_STEPS,
+    STEPS,
+    TASK_NAMES,
+    UnknownStep,
+    resolve_steps,
+    split_steps,
+)
 from skewgate.common.verdict import Verdict
 
 __all__ = ["REQUIRED_STEPS", "STEPS", "TASK_NAMES", "PromoteOptions", "UnknownStep", "gather_verdicts",
@@ -24,7 +32,7 @@ REQUIRED_STEPS = RELEASE_GATE_STEPS
 class PromoteOptions:
     """Every default of `skewgate promote` and `promote_op` lives here (the files are `run`'s arguments)."""
 
-    alias: str = "champion"
+    alias: str = DEFAULT_ALIAS
     required: tuple[str, ...] = REQUIRED_STEPS
     allow_warn: bool = False
     trusted_keys: tuple[str, ...] = ()  # public key files; $SKEWGATE_TRUSTED_KEYS adds more

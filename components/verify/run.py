@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skewgate.common.errors import SkewgateError
-from skewgate.common.steps import RELEASE_GATE_STEPS
+from skewgate.common.steps import DEFAULT_ALIAS, RELEASE_GATE_STEPS
 from skewgate.common.verdict import Verdict
 
 STEP = "verify"
@@ -17,7 +17,7 @@ STEP = "verify"
 class VerifyOptions:
     """Every default of `skewgate verify` lives here."""
 
-    alias: str = "champion"
+    alias: str = DEFAULT_ALIAS
     trusted_keys: tuple[str, ...] = ()  # public key files; $SKEWGATE_TRUSTED_KEYS adds more
     # the steps promote's signed decision must have required, at least: by default every release-gate step
     required: tuple[str, ...] = RELEASE_GATE_STEPS
