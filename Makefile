@@ -72,6 +72,7 @@ bench: setup
 	$(BIN)/python benchmarks/drift_bench.py
 	$(BIN)/python benchmarks/probe_bench.py
 	$(BIN)/python benchmarks/parity_bench.py
+	$(BIN)/python benchmarks/stream_bench.py
 	$(BIN)/python benchmarks/calibrate_bench.py
 
 # Build the component image from a wheelhouse prepared here (the build needs no network); report its size.

@@ -75,8 +75,66 @@ def compare_close(actual: npt.ArrayLike, expected: npt.ArrayLike, tolerance: Tol
     if a.shape != e.shape:
         return Closeness(np.inf, np.inf, np.inf, np.inf, max(a.size, e.size), max(a.size, e.size), None,
                          shape_mismatch=f"shape {a.shape} != expected {e.shape}")
+    diff, bad, ratio, rel = _elementwise(a, e, tolerance)
+    total = int(a.size)
+    first = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), a.shape)) if bad.any() else None
+    return Closeness(
+        max_abs=float(diff.max()) if total else 0.0,
+        mean_abs=float(diff.mean()) if total else 0.0,
+        max_rel=float(rel.max()) if total else 0.0,
+        worst_ratio=float(ratio.max()) if total else 0.0,
+        mismatched=int(bad.sum()),
+        total=total,
+        first_mismatch=first,
+    )
+
+
+@dataclass(frozen=True)
+class ClosenessAlong:
+    """`compare_close` per index of one axis, in one vectorised pass: arrays indexed along that axis."""
+
+    max_abs: np.ndarray
+    worst_ratio: np.ndarray
+    mismatched: np.ndarray
+
+    @property
+    def ok(self) -> np.ndarray:
+        return self.mismatched == 0
+
+
+def compare_along(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance, *, axis: int) -> ClosenessAlong:
+    """`compare_close(actual.take(i, axis), expected.take(i, axis))` for every `i` at once (same semantics; the
+    shapes must be equal), without a Python call per index: for a comparison repeated along a time axis."""
+    if actual.shape != expected.shape:
+        raise ValueError(f"shape {actual.shape} != expected {expected.shape}")
+    if actual.size == 0:  # nothing to compare at any index
+        zeros = np.zeros(actual.shape[axis])
+        return ClosenessAlong(zeros, zeros, zeros.astype(np.int64))
+    diff, bad, ratio, _ = _elementwise(actual, expected, tolerance)
+    others = tuple(i for i in range(actual.ndim) if i != axis % actual.ndim)
+    return ClosenessAlong(max_abs=diff.max(axis=others), worst_ratio=ratio.max(axis=others),
+                          mismatched=bad.sum(axis=others))
+
+
+def _elementwise(a: np.ndarray, e: np.ndarray, tolerance: Tolerance
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """|a − e|, out of tolerance, |a − e| / allowed, and relative error, elementwise (compare_close's rules)."""
     a64 = a.astype(np.float64)
     e64 = e.astype(np.float64)
+    if np.isfinite(a).all() and np.isfinite(e).all():  # the common case, without the NaN/inf masks
+        diff = np.subtract(a64, e64, out=a64)  # in place: these arrays are the size of the outputs compared
+        np.abs(diff, out=diff)
+        magnitude = np.abs(e64, out=e64)
+        allowed = magnitude * tolerance.rtol
+        allowed += tolerance.atol
+        if tolerance.atol > 0:  # allowed > 0 everywhere
+            ratio = diff / allowed
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(allowed > 0, diff / allowed, np.where(diff > 0, np.inf, 0.0))
+        bad = diff > allowed
+        np.maximum(magnitude, np.finfo(np.float64).tiny, out=magnitude)
+        return diff, bad, ratio, np.divide(diff, magnitude, out=allowed)
     with np.errstate(invalid="ignore"):
         diff = np.abs(a64 - e64)
         both_nan = np.isnan(a64) & np.isnan(e64)
@@ -91,17 +149,7 @@ def compare_close(actual: npt.ArrayLike, expected: npt.ArrayLike, tolerance: Tol
         ratio = np.where(allowed > 0, diff / np.where(allowed > 0, allowed, 1.0), np.where(diff > 0, np.inf, 0.0))
         ratio = np.where(far, np.inf, ratio)
         rel = np.where(far, np.inf, diff / np.maximum(np.abs(e64), np.finfo(np.float64).tiny))
-    total = int(a.size)
-    first = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), a.shape)) if bad.any() else None
-    return Closeness(
-        max_abs=float(diff.max()) if total else 0.0,
-        mean_abs=float(diff.mean()) if total else 0.0,
-        max_rel=float(rel.max()) if total else 0.0,
-        worst_ratio=float(ratio.max()) if total else 0.0,
-        mismatched=int(bad.sum()),
-        total=total,
-        first_mismatch=first,
-    )
+    return diff, bad, ratio, rel
 
 
 def batch_sizes(n: int) -> list[int]:

@@ -11,10 +11,11 @@ if TYPE_CHECKING:
     import onnx
 
 
-def session(model: onnx.ModelProto, *, arena: bool = True, cuda: bool = False) -> Any:
+def session(model: onnx.ModelProto, *, arena: bool = True, cuda: bool = False, spinning: bool = False) -> Any:
     """An `onnxruntime.InferenceSession` on the CPU (`cuda`: on the CUDA provider, CPU for what it lacks).
     `arena=False` for a graph that outputs its intermediates: each is a fresh allocation per run, and ORT's arena
-    would keep the peak of those for the session's life."""
+    would keep the peak of those for the session's life. `spinning=True` for a session run back to back with
+    nothing between the runs (a step model driven over time), where the waiting threads cost nothing."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -24,7 +25,7 @@ def session(model: onnx.ModelProto, *, arena: bool = True, cuda: bool = False) -
     # something else between runs (PyTorch, numpy statistics) on the same cores, which the spinning threads
     # starve: a torch/ORT pair interleaved batch by batch took 0.85 s spinning, 0.50 s not; ORT alone loses
     # ~5% (benchmarks/parity_bench.py).
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
     if cuda and "CUDAExecutionProvider" not in ort.get_available_providers():
         raise RuntimeError("the CUDA execution provider is not available (onnxruntime-gpu and a GPU are needed)")

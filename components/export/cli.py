@@ -18,6 +18,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                      "input hash chain.",
              example="""
                  skewgate export --model model.pt2 --inputs examples.npz --out model.onnx --report export.json
+                 skewgate export --model step.pt2 --inputs step.npz --out step.onnx --state h=#1 --report export.json
              """)
     parser.add_argument("--model", required=True,
                         help=".pt2 ExportedProgram (opened with no pickle), or models:/… / runs:/… with "
@@ -26,6 +27,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--out", required=True, type=Path, help="where to write the ONNX model")
     parser.add_argument("--tolerance", action="append", default=[], metavar="OUTPUT=RTOL,ATOL",
                         help="override the dtype-default tolerance for one output (repeatable)")
+    parser.add_argument("--state", action="append", default=[], metavar="IN=OUT",
+                        help="a step model's state input and the ONNX output of its next value, by name or as #K "
+                             "(its position among the outputs); repeat for each state. Missing from --inputs, a "
+                             "state starts at zeros")
     parser.add_argument("--allow-pickle", action="store_true",
                         help="allow an MLflow pytorch model URI: it unpickles code, so trusted registries only")
     parser.add_argument("--max-samples", type=int, default=_DEFAULTS.max_samples,
@@ -37,7 +42,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     args = build_parser(parser).parse_args(argv)
     options = ExportOptions(tolerances=tuple(args.tolerance), max_samples=args.max_samples,
-                            allow_pickle=args.allow_pickle)
+                            allow_pickle=args.allow_pickle, states=tuple(args.state))
     verdict = run(model=args.model, inputs=args.inputs, out=args.out, options=options,
                   tracking=tracking_options(args))
     finish_cli(verdict, args)

@@ -19,6 +19,7 @@ def export_op(
     pipeline_run_id: str = "",
     max_samples: int = 64,
     tolerances: str = "",
+    states: str = "",
 ) -> str:
     """Export the .pt2 to ONNX and judge it; returns the verdict status. Raises when it could not evaluate.
 
@@ -38,12 +39,15 @@ def export_op(
         max_samples: Example inputs compared between PyTorch and ONNX Runtime.
         tolerances: `OUTPUT=RTOL,ATOL` overrides as `skewgate export --tolerance`, `;`-separated (empty: the
             defaults).
+        states: `IN=OUT` state pairs of a step model as `skewgate export --state`, comma-separated (empty: not a
+            step model).
     """
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions
     from skewgate.export.run import ExportOptions, run
 
     result = run(model=model.path, inputs=example_inputs.path, out=onnx_model.path,
-                 options=ExportOptions(tolerances=(tolerances,) if tolerances else (), max_samples=max_samples),
+                 options=ExportOptions(tolerances=(tolerances,) if tolerances else (), max_samples=max_samples,
+                                       states=(states,) if states else ()),
                  tracking=TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id))
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

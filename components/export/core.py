@@ -4,7 +4,8 @@ Checks: outputs match (assert_close semantics, at tolerances grounded in the pro
 `common/rounding.py`), the batch dimension is dynamic, batch invariance (batch 1, an odd size, the largest;
 PyTorch at the grounded tolerance, ONNX Runtime beside PyTorch's own batch-size variation), determinism (two
 runs bit-identical), finite example inputs, the input hash chain (`checks/behaviour.py`), and the model lint
-(`checks/lint.py`). The verdict's subject is the ONNX file: its SHA-256 is what promote checks.
+(`checks/lint.py`); for a step model (`states`), its contract (`checks/state.py`). The verdict's subject is the ONNX
+file: its SHA-256 is what promote checks.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import contextlib
 import io
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,10 +26,18 @@ from skewgate.common.errors import ExportError, InputError
 from skewgate.common.io import TensorSpec, load_npz, load_onnx, sha256_file
 from skewgate.common.pt2 import load_program, quiet, reexport_hint
 from skewgate.common.rounding import Rounding, beside, first_samples, measure
+from skewgate.common.states import parse_states
 from skewgate.common.tensor_stats import sha256_array, summarize
-from skewgate.common.verdict import Check, Subject, TensorStats, Verdict
+from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, TensorStats, Verdict
 from skewgate.export.checks.behaviour import determinism, dynamic_batch, finite_inputs, hash_chain
 from skewgate.export.checks.lint import lint_program
+from skewgate.export.checks.state import (
+    check_state_inputs,
+    resolve_outputs,
+    state_batch_invariance,
+    state_contract,
+    state_feeds,
+)
 from skewgate.export.run import ExportOptions
 
 if TYPE_CHECKING:
@@ -59,6 +68,8 @@ class ExportDetails:
     onnx_gelu: Mapping[str, str]  # ONNX node → approximation
     input_hash_chain: InputHashChain
     rounding: Mapping[str, object]  # how the FP32 tolerances were grounded (float64 reference or size-aware)
+    # with `--state`: the pairs as IN → ONNX output name, and the state inputs the example file lacked (zeros)
+    states: Mapping[str, object] | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 def export_model(*, model: str | Path, inputs: str | Path, out: str | Path,
@@ -67,14 +78,20 @@ def export_model(*, model: str | Path, inputs: str | Path, out: str | Path,
 
     `options.tolerances` override the dtype-default tolerance per output name. Batch invariance and the
     comparison use the first `options.max_samples` examples (batch invariance runs each of them alone, so this
-    bounds its cost).
+    bounds its cost). `options.states`: a step model's state pairs (`checks/state.py`); a state input the
+    example file lacks starts at zeros.
     """
     options = options or ExportOptions()
     tolerances = parse_tolerances(options.tolerances)  # bad input is refused before any work
+    states = parse_states(options.states)
     out = Path(out)
     program, source_sha = load_program(str(model), inputs, allow_pickle=options.allow_pickle)
     specs = _input_specs(program)
-    arrays = _load_inputs(model, inputs, specs)
+    check_state_inputs(specs, states, source=str(model))
+    arrays = _load_inputs(model, inputs, [s for s in specs if s.name not in states])
+    zero_states: list[str] = []
+    if states:
+        arrays, zero_states = state_feeds(specs, arrays, states, source=str(model), input_file=str(inputs))
     feeds = {spec.name: arrays[spec.name][:options.max_samples] for spec in specs}
     checks: list[Check] = [finite_inputs(feeds)]
     lint_checks, gelus = lint_program(program)
@@ -97,6 +114,7 @@ def export_model(*, model: str | Path, inputs: str | Path, out: str | Path,
     if unknown:
         raise InputError("--tolerance", field=", ".join(unknown), expected=f"one of the outputs {names}",
                          found="no such output")
+    state_outputs = resolve_outputs(states, names, source=str(out))
     rounding = _rounding(program, run_torch, feeds, names)
     tols = {n: tolerances.get(n) or rounding.tolerance(n, Tolerance.for_dtype(t.dtype))
             for n, t in zip(names, torch_out, strict=True)}
@@ -115,13 +133,19 @@ def export_model(*, model: str | Path, inputs: str | Path, out: str | Path,
     checks += [invariance, determinism("torch", run_torch, feeds),
                batch_invariance("onnxruntime", run_ort, feeds, names, ort_tols, dynamic=dynamic.passed)[0],
                determinism("onnxruntime", run_ort, feeds)]
+    if states:
+        produced = dict(zip(names, ort_out, strict=True))
+        contract = state_contract(onnx_model, state_outputs, feeds, produced)
+        checks += [contract, state_batch_invariance(run_ort, feeds, state_outputs, produced, names, ort_tols,
+                                                    contract=contract.passed, dynamic=dynamic.passed)]
 
     loaded = {n: sha256_array(a) for n, a in feeds.items()}
     checks.append(hash_chain(loaded, torch_fed, ort_fed))
     details = ExportDetails(gelu_approximations=gelus.approximations, gelu_sites=gelus.sites, onnx_gelu=onnx_gelu,
                             input_hash_chain=InputHashChain(file=sha256_file(inputs), loaded=loaded,
                                                             torch_fed=torch_fed, onnxruntime_fed=ort_fed),
-                            rounding=rounding.summary())
+                            rounding=rounding.summary(),
+                            states={"pairs": state_outputs, "zeros": zero_states} if states else None)
     stats = _stats(feeds, names, torch_out, ort_out)
     subject = Subject(artifact=str(out), sha256=sha256_file(out), data={"inputs": sha256_file(inputs)},
                       source=str(model), source_sha256=source_sha)

@@ -20,6 +20,9 @@ class ExportOptions:
     tolerances: tuple[str, ...] = ()
     max_samples: int = 64  # examples compared and run alone for batch invariance (bounds its cost)
     allow_pickle: bool = False  # MLflow pytorch URIs unpickle code: trusted registries only
+    # `IN=OUT` state pairs of a step model (each item may hold several, comma-separated): IN a program input, OUT
+    # an output of the exported ONNX by name or as `#K` (its position); the `state.*` checks judge the pairs
+    states: tuple[str, ...] = ()
 
 
 def run(*, model: str | Path, inputs: str | Path, out: str | Path, options: ExportOptions,

@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 
     def evaluate(run: object) -> Verdict:
         from skewgate.common.mlflow_log import StepRun
+        from skewgate.common.states import parse_states
         from skewgate.parity.core import ParityOptions
-        from skewgate.parity.internals.stream import parse_states
         from skewgate.parity.run import run_parity
 
         options = ParityOptions(layerwise=args.layerwise, batch_size=args.batch_size, max_samples=args.max_samples,

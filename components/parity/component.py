@@ -17,6 +17,9 @@ def parity_op(
     attestation: dsl.Output[dsl.Artifact],
     html_report: dsl.Output[dsl.HTML],
     layer_plot: dsl.Output[dsl.Artifact],
+    stream_onnx: dsl.Input[dsl.Model] = None,
+    initial_state: dsl.Input[dsl.Dataset] = None,
+    states: str = "",
     triton_url: str = "",
     triton_model: str = "",
     fp16: bool = False,
@@ -27,7 +30,8 @@ def parity_op(
 ) -> str:
     """Layerwise parity of the exported model and its INT8 version; against Triton too when `triton_url` is set;
     with `fp16`, also its FP16 conversion value by value, with the nodes to keep in FP32 proposed and checked.
-    Returns the verdict status.
+    With `stream_onnx` (a sequence model's one-step model as served), also stream mode: STEP driven step by step
+    with its `states` fed back against `onnx_model` on whole sequences. Returns the verdict status.
 
     Args:
         torch_model: Candidate torch.export `.pt2` program (the reference).
@@ -40,6 +44,9 @@ def parity_op(
         attestation: The signed envelope of the verdict (promote's evidence).
         html_report: The HTML report.
         layer_plot: Per-layer error plot (PNG).
+        stream_onnx: Stream mode's STEP ONNX model (`skewgate parity --stream-onnx`); none: no stream mode.
+        initial_state: `.npz` keyed by state input name, the state each sequence starts from (none: zeros).
+        states: `IN=OUT` state pairs of `stream_onnx` as `skewgate parity --state`, comma-separated.
         triton_url: `host:port` of a live Triton to check as well (empty: none).
         triton_model: Model name on that Triton (required with `triton_url`).
         fp16: Also judge an FP16 conversion of the model and propose the nodes to keep in FP32.
@@ -50,6 +57,7 @@ def parity_op(
     """
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
+    from skewgate.common.states import parse_states
     from skewgate.parity.core import ParityOptions
     from skewgate.parity.run import run_parity
 
@@ -58,7 +66,10 @@ def parity_op(
         lambda run: run_parity(run, torch_model=torch_model.path, onnx=onnx_model.path, int8=int8_model.path,
                                inputs=eval_data.path, triton_url=triton_url, triton_model=triton_model, fp16=fp16,
                                plot=layer_plot.path, html=html_report.path,
-                               options=ParityOptions(layerwise=layerwise)),
+                               options=ParityOptions(
+                                   layerwise=layerwise, stream_onnx=stream_onnx.path if stream_onnx else None,
+                                   states=parse_states([states]),
+                                   initial_state=initial_state.path if initial_state else None)),
         TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id),
     )
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

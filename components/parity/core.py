@@ -162,6 +162,7 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     finals: dict[str, dict[str, RunningError]] = {FP32: {n: RunningError(tols[n]) for n in outputs}}
     layers: dict[str, dict[str, RunningError]] = {FP32: {}, INT8: {}}
     kept: dict[str, list[np.ndarray]] = {"fp32": [], "int8": []}  # final outputs (small) for logit metrics
+    full_kept: list[dict[str, np.ndarray]] = []
     n = len(next(iter(feeds.values())))
     streaming = time.perf_counter()
     log.info("comparing %d samples in batches of %d%s", n, options.batch_size, " layer by layer" * options.layerwise)
@@ -182,6 +183,8 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
             layers[FP32].setdefault(name, RunningError(layer_tolerance(name))).update(
                 fp32_inner[name], recorded[node], rng)
         kept["fp32"].append(fp32_values[outputs[0]])
+        if options.stream_onnx:  # stream mode's reference: FULL's outputs, every one, run once here
+            full_kept.append(fp32_values)
         if int8_session is not None:
             int8_values = run_by_name(int8_session, batch)
             for name in outputs:
@@ -259,8 +262,10 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         from skewgate.parity.internals.stream import stream_checks
 
         stream_list, stream_details = stream_checks(
-            step_onnx=options.stream_onnx, states=options.states, feeds=feeds, full=lambda f: run_by_name(fp32, f),
-            full_outputs=outputs, tolerances=tols, initial_state=options.initial_state, full_onnx=onnx)
+            step_onnx=options.stream_onnx, states=options.states, feeds=feeds,
+            full={name: np.concatenate([values[name] for values in full_kept]) for name in outputs},
+            full_outputs=outputs, tolerances=tols, initial_state=options.initial_state, full_onnx=onnx,
+            layerwise=options.layerwise)
         checks += stream_list
     timing["checks_s"] = time.perf_counter() - checking  # layer report, isolated re-run, FP16, stream
     # the INT8 file judged beside the FP32 one is named by digest, so that promote can register exactly it

@@ -63,4 +63,5 @@ def test_compiles_with_the_optionsparameter_defaults(tmp_path):
     options, tracking = ExportOptions(), TrackingOptions()
     assert parameter_defaults(export_op, tmp_path) == {
         "max_samples": options.max_samples, "tolerances": ";".join(options.tolerances),
+        "states": ",".join(options.states),
         "tracking_uri": tracking.uri, "experiment": tracking.experiment, "pipeline_run_id": tracking.pipeline_run_id}

@@ -10,4 +10,4 @@ def test_compiles_with_the_options_defaults(tmp_path):
     defaults = parameter_defaults(parity_op, tmp_path)
     assert defaults.pop("layerwise") is True and ParityOptions().layerwise is False
     assert defaults == {"triton_url": "", "triton_model": "", "fp16": False, "tracking_uri": "",
-                        "experiment": "skewgate", "pipeline_run_id": ""}
+                        "experiment": "skewgate", "pipeline_run_id": "", "states": ""}

@@ -144,3 +144,53 @@ def test_decoder_kv_cache_step_and_one_that_does_not_advance_positions(decoder, 
         assert result.verdict.details["stream"]["first_divergence"]["step"] == 1
         # stuck at position 0, the step masks out every older cache entry: the cache goes unused
         assert not checks["stream.state_used"].passed
+
+
+def test_component_stream_inputs(gru, tmp_path):
+    """parity_op takes STEP and the initial state as optional artifacts and the pairs as a comma-separated string."""
+    from kfp import dsl
+
+    from skewgate.common.verdict import Verdict
+    from skewgate.parity.component import parity_op
+
+    outputs = {name: kind(uri=str(tmp_path / name)) for name, kind in (
+        ("verdict", dsl.Artifact), ("metrics", dsl.Metrics), ("report", dsl.Markdown), ("attestation", dsl.Artifact),
+        ("html_report", dsl.HTML), ("layer_plot", dsl.Artifact))}
+    status = parity_op.python_func(
+        torch_model=dsl.Model(uri=str(gru["pt2"])), onnx_model=dsl.Model(uri=str(gru["full"])),
+        int8_model=dsl.Model(uri=""), eval_data=dsl.Dataset(uri=str(gru["inputs"])),
+        stream_onnx=dsl.Model(uri=str(gru["step"])), initial_state=dsl.Dataset(uri=str(gru["h0"])), states="h=h_next",
+        layerwise=False, **outputs)
+    verdict = Verdict.read(tmp_path / "verdict")
+    assert status == "pass", verdict.message
+    assert {"stream.matches_batch", "stream.state_used", "stream.reset"} <= {c.name for c in verdict.checks}
+
+
+@pytest.mark.parametrize(("model", "step", "at", "module"), [
+    ("gru", "step", 0, "full.wh"),  # from zeros where FULL learned h0: the first module fed the state
+    ("gru", "ignore_state", 0, "full.wh"),
+    ("decoder", "stuck_position", 1, "full.k"),  # embedded at position 0: the first module after the embedding
+])
+def test_layerwise_localises_the_first_diverging_step_to_a_module(gru, decoder, model, step, at, module):
+    files = {"gru": gru, "decoder": decoder}[model]
+    states = {"h": "h_next"} if model == "gru" else DECODER_STATES
+    initial = gru["h0"] if step == "ignore_state" else None
+    result = parity(torch_model=files["pt2"], onnx=files["full"], inputs=files["inputs"],
+                    options=ParityOptions(layerwise=True, stream_onnx=files[step], states=states,
+                                          initial_state=initial))
+    checks = {c.name: c for c in result.verdict.checks}
+    assert result.verdict.status == "fail"
+    detail = checks["stream.matches_batch"].detail
+    assert f"first at step {at}, output 'logits'" in detail
+    assert f"layerwise at step {at}: first diverging module {module!r}" in detail
+    first = result.verdict.details["stream"]["first_divergence"]
+    assert first["step"] == at and first["layerwise"]["module"] == module
+    assert checks["layers.torch_vs_fp32"].passed  # FULL itself is fine on ORT: the divergence is STEP's
+
+
+def test_layerwise_leaves_a_faithful_step_alone(gru):
+    result = parity(torch_model=gru["pt2"], onnx=gru["full"], inputs=gru["inputs"],
+                    options=ParityOptions(layerwise=True, stream_onnx=gru["step"], states={"h": "h_next"},
+                                          initial_state=gru["h0"]))
+    assert result.verdict.status == "pass", result.verdict.message
+    assert "layerwise" not in (result.verdict.details["stream"]["first_divergence"] or {})

@@ -20,9 +20,13 @@ Checks:
 - `stream.state_used`: each state input, perturbed, changes STEP's non-state outputs beyond tolerance (a state
   input that is ignored, or constant-folded away, fails).
 - `stream.reset`: two sequences back to back (the samples, then the same samples rolled along the batch), the state
-  reset to the initial state between them, give the second its own outputs (FULL's on it); running the second from
+  reset to the initial state between them, give the second its own outputs (FULL's on it: its outputs on the
+  samples, rolled with them, as FULL is batch invariant — export's check); running the second from
   the first's final state instead is reported as the contamination the reset prevents (its size, and the steps it
   lasts).
+
+With `layerwise`, a divergence is localised at the first diverging step to the first nn.Module whose output differs
+between STEP and FULL there (`_localise`).
 """
 
 from __future__ import annotations
@@ -34,38 +38,28 @@ from typing import Any
 
 import numpy as np
 
-from skewgate.common.compare import Closeness, Tolerance, compare_close
+from skewgate.common.compare import Closeness, ClosenessAlong, Tolerance, compare_along, compare_close
 from skewgate.common.errors import InputError
 from skewgate.common.io import TensorSpec, check_array, load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.runtime import run_by_name, session
+from skewgate.common.states import zero_state
 from skewgate.common.verdict import Check
 
 PERTURBATION_SEED = 0
 
 
-def parse_states(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
-    """`["h=h_next", …]` → {"h": "h_next", …}; a malformed or repeated pair is an `InputError`."""
-    states: dict[str, str] = {}
-    for pair in pairs:
-        state_in, sep, state_out = pair.partition("=")
-        if not sep or not state_in or not state_out:
-            raise InputError("--state", expected="IN=OUT (a STEP input name = the STEP output of its next value)",
-                             found=repr(pair))
-        if state_in in states:
-            raise InputError("--state", field=state_in, expected="each state input once", found="given twice")
-        states[state_in] = state_out
-    return states
-
-
 def stream_checks(*, step_onnx: str | Path, states: Mapping[str, str], feeds: Mapping[str, np.ndarray],
-                  full: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]], full_outputs: list[str],
+                  full: Mapping[str, np.ndarray] | Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]],
+                  full_outputs: list[str],
                   tolerances: Mapping[str, Tolerance], initial_state: str | Path | None = None,
-                  full_onnx: str | Path = "FULL") -> tuple[list[Check], dict[str, Any]]:
+                  full_onnx: str | Path = "FULL", layerwise: bool = False) -> tuple[list[Check], dict[str, Any]]:
     """The three stream checks and the verdict's `details.stream`.
 
-    `feeds`: FULL's inputs (time on axis 1); `full`: runs FULL (ONNX Runtime) on such feeds, outputs by name;
+    `feeds`: FULL's inputs (time on axis 1); `full`: FULL's (ONNX Runtime) outputs on them by name, or what runs
+    FULL on such feeds (parity passes the outputs its own pass computed: FULL is not run twice);
     `full_outputs`: FULL's output names in order; `tolerances`: per FULL output, before the √steps floor;
-    `full_onnx`: FULL's file, as error messages name it."""
+    `full_onnx`: FULL's file, as error messages name it; `layerwise`: localise a divergence at the first
+    diverging step to the first module whose output diverges (`_localise`)."""
     if not states:
         raise InputError("--state", expected="at least one IN=OUT pair with --stream-onnx", found="none")
     model = load_onnx(step_onnx)
@@ -105,7 +99,9 @@ def stream_checks(*, step_onnx: str | Path, states: Mapping[str, str], feeds: Ma
                     "of --inputs)")
     init = _initial_state(initial_state, {name: specs[name] for name in states}, batch)
 
-    step = session(model)
+    # ORT's threads may spin between runs here: the runs come back to back, with little else between them (spinning
+    # off, the same calls took 1.9× a plain loop's time; on, 1.3×: benchmarks/stream_bench.py)
+    step = session(model, spinning=True)
 
     def drive(inputs: Mapping[str, np.ndarray], start: Mapping[str, np.ndarray]
               ) -> tuple[dict[str, list[np.ndarray]], list[dict[str, np.ndarray]]]:
@@ -113,10 +109,11 @@ def stream_checks(*, step_onnx: str | Path, states: Mapping[str, str], feeds: Ma
         state = dict(start)
         produced: dict[str, list[np.ndarray]] = {name: [] for name in step_outputs}
         fed = []
+        # time-major once (one copy per input, not one per step): each step's slice is then contiguous
+        by_step = {n: np.ascontiguousarray(np.moveaxis(inputs[n], 1, 0)) for n in plain_inputs}
         for t in range(steps):
             fed.append(state)
-            values = run_by_name(step, {**{n: np.ascontiguousarray(inputs[n][:, t]) for n in plain_inputs},
-                                        **state})
+            values = run_by_name(step, {**{n: by_step[n][t] for n in plain_inputs}, **state})
             for name in step_outputs:
                 produced[name].append(values[name])
             state = {}
@@ -150,19 +147,25 @@ def stream_checks(*, step_onnx: str | Path, states: Mapping[str, str], feeds: Ma
         tols[name] = Tolerance(rtol=max(base.rtol, floor.rtol * scale), atol=max(base.atol, floor.atol * scale))
 
     def compare(produced: Mapping[str, list[np.ndarray]], full_values: Mapping[str, np.ndarray]
-                ) -> tuple[dict[str, list[tuple[int, Closeness]]], tuple[int, str, Closeness] | None, float]:
-        """Per output, (step, closeness) at each compared step; the first diverging (step, output); worst ratio."""
-        found: dict[str, list[tuple[int, Closeness]]] = {}
-        for name in full_outputs:
+                ) -> tuple[dict[str, list[tuple[int, float]]], tuple[int, str, Closeness] | None, float]:
+        """Per output, (step, worst ratio) at each compared step; the first diverging (step, output) with its
+        closeness; the worst ratio. Every step in one vectorised pass; only the first divergence is described."""
+        found: dict[str, list[tuple[int, float]]] = {}
+        diverged = []
+        for order, name in enumerate(full_outputs):
             expected, at = reference(name, full_values, produced)
-            found[name] = [(t, compare_close(produced[pairs[name]][t], e, tols[name]))
-                           for t, e in zip(at, expected, strict=True)]
-        diverged = sorted(((t, name, c) for name, rows in found.items() for t, c in rows if not c.ok),
-                          key=lambda row: (row[0], full_outputs.index(row[1])))
-        worst = max((c.worst_ratio for rows in found.values() for _, c in rows), default=math.inf)
-        return found, diverged[0] if diverged else None, worst
+            actual = [produced[pairs[name]][t] for t in at]
+            along = _along(actual, expected, tols[name])
+            found[name] = list(zip(at, along.worst_ratio.tolist(), strict=True))
+            bad = np.flatnonzero(~along.ok)
+            if bad.size:
+                i = int(bad[0])
+                diverged.append((at[i], order, name, compare_close(actual[i], expected[i], tols[name])))
+        first = min(diverged, key=lambda row: row[:2]) if diverged else None
+        worst = max((r for rows in found.values() for _, r in rows), default=math.inf)
+        return found, (first[0], first[2], first[3]) if first else None, worst
 
-    full_values = full(dict(feeds))
+    full_values = dict(full) if isinstance(full, Mapping) else full(dict(feeds))
     kinds: dict[str, str] = {}
     produced, fed = drive(feeds, init)
     for name in full_outputs:
@@ -170,7 +173,10 @@ def stream_checks(*, step_onnx: str | Path, states: Mapping[str, str], feeds: Ma
         timed = full_values[name].ndim == produced[pairs[name]][0].ndim + 1
         kinds[name] = "per step (axis 1)" if timed else "last step only (FULL returns no time axis)"
     rows, first, worst = compare(produced, full_values)
-    checks = [_matches_check(first, worst, steps, kinds, pairs)]
+    located = None
+    if layerwise and first is not None:
+        located = _localise(model, load_onnx(full_onnx), feeds, fed[first[0]], first[0], steps)
+    checks = [_matches_check(first, worst, steps, kinds, pairs, located)]
 
     # state_used: from the state fed at step 1 (the first one STEP produced itself), each state input perturbed
     probe = 1 if steps > 1 else 0
@@ -194,9 +200,11 @@ def stream_checks(*, step_onnx: str | Path, states: Mapping[str, str], feeds: Ma
     checks.append(_state_used_check(used))
 
     # reset: the second sequence from the initial state, against FULL's own outputs on it; from the first's final
-    # state, the contamination a missing reset would cause
-    second = {name: np.ascontiguousarray(np.roll(array, batch // 2, axis=0)) for name, array in feeds.items()}
-    second_full = full(second)
+    # state, the contamination a missing reset would cause. FULL's outputs on the rolled samples are its outputs
+    # rolled with them (each sample's outputs are its own wherever it sits in the batch: export's batch
+    # invariance), so FULL is not run again.
+    second = {name: np.roll(array, batch // 2, axis=0) for name, array in feeds.items()}
+    second_full = {name: np.roll(value, batch // 2, axis=0) for name, value in full_values.items()}
     reset_out, _ = drive(second, init)
     _, reset_first, reset_worst = compare(reset_out, second_full)
     contamination: dict[str, Any] = {}
@@ -209,11 +217,10 @@ def stream_checks(*, step_onnx: str | Path, states: Mapping[str, str], feeds: Ma
                                  f"{str(err)[:200]}"
         carried_out = {}
     for name in full_outputs if carried_out else ():
-        per_step = [compare_close(c, r, tols[name]) for c, r in zip(carried_out[pairs[name]],
-                                                                    reset_out[pairs[name]], strict=True)]
-        beyond = [t for t, c in enumerate(per_step) if not c.ok]
-        contamination[name] = {"max_abs": max(c.max_abs for c in per_step),
-                               "worst_ratio": max(c.worst_ratio for c in per_step),
+        per_step = _along(carried_out[pairs[name]], reset_out[pairs[name]], tols[name])
+        beyond = np.flatnonzero(~per_step.ok).tolist()
+        contamination[name] = {"max_abs": float(per_step.max_abs.max()),
+                               "worst_ratio": float(per_step.worst_ratio.max()),
                                "steps_beyond_tolerance": len(beyond),
                                "last_step_beyond_tolerance": beyond[-1] if beyond else None}
     checks.append(_reset_check(reset_first, reset_worst, contamination))
@@ -225,8 +232,8 @@ def stream_checks(*, step_onnx: str | Path, states: Mapping[str, str], feeds: Ma
                            "tolerance": {"rtol": tols[name].rtol, "atol": tols[name].atol}} for name in full_outputs},
         "pairing": pairing,
         "tolerance_rule": "parity's tolerance for the FULL output, at least the float32 default × √steps",
-        "first_divergence": _where(first),
-        "worst_ratio_per_step": {name: [c.worst_ratio for _, c in found] for name, found in rows.items()},
+        "first_divergence": _where(first) if located is None else {**(_where(first) or {}), "layerwise": located},
+        "worst_ratio_per_step": {name: [r for _, r in found] for name, found in rows.items()},
         "state_used": used,
         "reset": {"first_divergence": _where(reset_first), "worst_ratio": reset_worst,
                   "contamination_without_reset": contamination},
@@ -239,7 +246,7 @@ def _initial_state(path: str | Path | None, specs: Mapping[str, TensorSpec], bat
     the batch."""
     shapes = {name: tuple(batch if d is None else d for d in spec.shape) for name, spec in specs.items()}
     if path is None:
-        return {name: np.zeros(shapes[name], dtype=spec.dtype) for name, spec in specs.items()}
+        return {name: zero_state(spec, batch) for name, spec in specs.items()}
     arrays = load_npz(path)
     unknown = sorted(set(arrays) - set(specs))
     if unknown:
@@ -264,6 +271,17 @@ def _initial_state(path: str | Path | None, specs: Mapping[str, TensorSpec], bat
     return state
 
 
+def _along(actual: list[np.ndarray], expected: list[np.ndarray], tolerance: Tolerance) -> ClosenessAlong:
+    """`compare_close` at each step, vectorised when every step's arrays share one shape (else one by one, a
+    shape mismatch counting as out of tolerance everywhere)."""
+    shapes = {a.shape for a in actual} | {e.shape for e in expected}
+    if len(shapes) == 1:
+        return compare_along(np.stack(actual), np.stack(expected), tolerance, axis=0)
+    each = [compare_close(a, e, tolerance) for a, e in zip(actual, expected, strict=True)]
+    return ClosenessAlong(max_abs=np.array([c.max_abs for c in each]), worst_ratio=np.array([c.worst_ratio
+                          for c in each]), mismatched=np.array([c.mismatched for c in each]))
+
+
 def _where(first: tuple[int, str, Closeness] | None) -> dict[str, Any] | None:
     if first is None:
         return None
@@ -273,7 +291,7 @@ def _where(first: tuple[int, str, Closeness] | None) -> dict[str, Any] | None:
 
 
 def _matches_check(first: tuple[int, str, Closeness] | None, worst: float, steps: int, kinds: Mapping[str, str],
-                   pairs: Mapping[str, str]) -> Check:
+                   pairs: Mapping[str, str], located: Mapping[str, Any] | None = None) -> Check:
     compared = "; ".join(f"{name} ↔ STEP {pairs[name]}: {kind}" for name, kind in kinds.items())
     if first is None:
         return Check("stream.matches_batch", passed=True, value=worst, limit=1.0,
@@ -281,7 +299,82 @@ def _matches_check(first: tuple[int, str, Closeness] | None, worst: float, steps
     t, name, closeness = first
     return Check("stream.matches_batch", passed=False, value=worst, limit=1.0,
                  detail=f"STEP diverges from FULL first at step {t}, output {name!r}: {closeness.describe()} "
-                        f"({compared})")
+                        f"({compared})" + (f"; layerwise at step {t}: {located['summary']}" if located else ""))
+
+
+LAYER_FLOOR = Tolerance(rtol=1e-4, atol=1e-4)  # intermediates: parity's layer floor (rounding accumulates)
+
+
+def _localise(step_model: Any, full_model: Any, feeds: Mapping[str, np.ndarray], state: Mapping[str, np.ndarray],
+              t: int, steps: int) -> dict[str, Any]:
+    """At the first diverging step `t`: each nn.Module's output in STEP (fed step `t` and the state it carried
+    there) against the same module's in FULL (its `t`-th call when FULL calls it once per step, else its one
+    call's output at `t` on axis 1), both on ONNX Runtime; modules pair by path (STEP's may sit under a wrapper:
+    `full.wh` ↔ `wh`). Names the first module, in STEP's order, whose output diverges; ops outside any module
+    (the root's) are not compared, so the module named may inherit its error from them."""
+    from skewgate.common.layers import with_intermediates
+
+    step_calls, full_calls = _module_calls(step_model), _module_calls(full_model)
+    pairs, skipped = [], {}
+    for module, outs in step_calls.items():
+        twin = next((m for m in full_calls if m == module or module.endswith("." + m) or m.endswith("." + module)),
+                    None)
+        if twin is None:
+            skipped[module] = "no module of that path in FULL"
+        elif len(full_calls[twin]) in (1, steps):
+            pairs.append((module, outs[0], twin, full_calls[twin][0 if len(full_calls[twin]) == 1 else t]))
+        else:
+            skipped[module] = f"FULL calls {twin!r} {len(full_calls[twin])} times over {steps} steps"
+    if not pairs:
+        return {"summary": "no nn.Module pairs between STEP and FULL to compare", "compared": [],
+                "not_compared": skipped}
+    step_feeds = {**{n: np.ascontiguousarray(a[:, t]) for n, a in feeds.items()}, **state}
+    step_values = run_by_name(session(with_intermediates(step_model, [p[1] for p in pairs]), arena=False),
+                              step_feeds)
+    full_values = run_by_name(session(with_intermediates(full_model, [p[3] for p in pairs]), arena=False),
+                              dict(feeds))
+    floor = math.sqrt(steps)
+    tol = Tolerance(rtol=LAYER_FLOOR.rtol * floor, atol=LAYER_FLOOR.atol * floor)
+    compared, first = [], None
+    for module, step_value, twin, full_value in pairs:
+        mine, theirs = step_values[step_value], full_values[full_value]
+        if theirs.ndim == mine.ndim + 1 and theirs.shape[1] == steps:
+            theirs = theirs[:, t]
+        if theirs.shape != mine.shape:
+            skipped[module] = f"shapes differ: STEP {list(mine.shape)}, FULL {list(theirs.shape)}"
+            continue
+        closeness = compare_close(mine, theirs, tol)
+        compared.append({"module": module, "full_module": twin, "step_value": step_value, "full_value": full_value,
+                         "max_abs": closeness.max_abs, "worst_ratio": closeness.worst_ratio,
+                         "diverged": not closeness.ok})
+        if first is None and not closeness.ok:
+            first = (module, twin, closeness)
+    summary = (f"first diverging module {first[0]!r} (FULL {first[1]!r}): {first[2].describe()} (rtol {tol.rtol:.3g},"
+               f" atol {tol.atol:.3g}; ops outside modules not compared)" if first else
+               f"every one of {len(compared)} module outputs compared is within tolerance: the divergence comes "
+               "from ops outside any module")
+    return {"summary": summary, "module": first[0] if first else None, "compared": compared,
+            "not_compared": skipped}
+
+
+def _module_calls(model: Any) -> dict[str, list[str]]:
+    """Per nn.Module path, in graph order, the last value of each call (a call: consecutive nodes of that module);
+    the root's ops, and nodes the exporter attributes to no module, are left out."""
+    from skewgate.common.layers import onnx_values
+
+    calls: dict[str, list[str]] = {}
+    previous = None
+    for value in onnx_values(model).values():
+        module = value.module
+        if not module or module == "<root>" or module.startswith("_"):
+            previous = None
+            continue
+        if module != previous:
+            calls.setdefault(module, []).append(value.name)
+        else:
+            calls[module][-1] = value.name
+        previous = module
+    return calls
 
 
 def _state_used_check(used: Mapping[str, Mapping[str, Any]]) -> Check:
