@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
             if not sep:
                 raise InputError("--header", field=item, expected="NAME=VALUE", found="no '='")
             headers[name] = value
-        from skewgate.common.triton.sequence import parse_states
+        from skewgate.common.states import parse_states
 
         options = ProbeOptions(protocol=args.protocol, version=args.model_version, headers=headers, tls=args.tls,
                                ca_certificate=args.ca_cert, deadline_s=args.deadline, max_p99_ms=args.max_p99_ms,

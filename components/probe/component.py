@@ -50,13 +50,13 @@ def triton_probe_op(
 
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
+    from skewgate.common.states import parse_states
     from skewgate.common.triton.client import Protocol
-    from skewgate.common.triton.sequence import parse_states
     from skewgate.probe.run import ProbeOptions, run_probe
 
     def options() -> ProbeOptions:
         return ProbeOptions(protocol=cast(Protocol, protocol), stream=stream,
-                            states=parse_states([pair.strip() for pair in states.split(",") if pair.strip()]),
+                            states=parse_states([states]),
                             initial_state=initial_state.path if initial_state is not None else None,
                             max_sequences=max_sequences)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -41,20 +41,6 @@ from skewgate.common.triton.repository import (
 CONTROLS = ("START", "END", "READY", "CORRID")  # the sequence batcher's control inputs (python flavour)
 STATES_PARAMETER = "skewgate.states"
 INITIAL_STATE_FILE = "initial_state.npz"
-
-
-def parse_states(pairs: Sequence[str]) -> dict[str, str]:
-    """`["h=h_next", …]` → {"h": "h_next", …}; a malformed or repeated pair is an `InputError`."""
-    states: dict[str, str] = {}
-    for pair in pairs:
-        state_in, sep, state_out = pair.partition("=")
-        if not sep or not state_in or not state_out:
-            raise InputError("--state", expected="IN=OUT (a STEP input name = the STEP output of its next value)",
-                             found=repr(pair))
-        if state_in in states:
-            raise InputError("--state", field=state_in, expected="each state input once", found="given twice")
-        states[state_in] = state_out
-    return states
 
 
 def check_states(signature: Signature, states: Mapping[str, str], *, source: str | Path) -> None:

@@ -10,11 +10,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 from skewgate.common.errors import InputError
 from skewgate.common.io import TensorSpec
+from skewgate.common.states import parse_states
 from skewgate.common.triton.repository import onnx_signature
 from skewgate.common.triton.sequence import (
     check_states,
     initial_state,
-    parse_states,
     served_signature,
     write_sequence_repository,
 )
