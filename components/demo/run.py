@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from skewgate.common.cli_support import configure_logging, describe
+from skewgate.common.steps import RELEASE_GATE_STEPS
 from skewgate.common.verdict import Verdict
 
 log = logging.getLogger("skewgate.demo")
@@ -118,7 +119,8 @@ def _table(verdicts: dict[str, Verdict]) -> str:
     if not verdicts:
         return "  (no verdicts recorded)"
     rows = [("step", "status", "why")]  # one line per step; the full verdicts are in MLflow
-    for step, verdict in verdicts.items():
+    order = [*RELEASE_GATE_STEPS, "promote"]  # the pipeline's order, not the order the steps happened to finish
+    for step, verdict in sorted(verdicts.items(), key=lambda item: [*order, item[0]].index(item[0])):
         why = verdict.message
         if verdict.status in {"fail", "warn"} and step != "promote":
             why = "; ".join(f"{c.name}: {_short(c.detail)}" for c in verdict.failed_checks)
