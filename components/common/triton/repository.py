@@ -114,6 +114,19 @@ def write_repository(onnx_path: str | Path, repository: str | Path, *, name: str
     """Write (or overwrite) one model of the repository; returns where the served file lives and its digest.
     `signature`: the model's, when the caller has already loaded it (saves parsing and checking it again)."""
     signature = signature or onnx_signature(onnx_path)
+    written = write_version(onnx_path, repository, name=name, version=version)
+    if platform == "python":
+        shutil.copyfile(Path(__file__).with_name("python_backend_model.py"), written.onnx.parent / "model.py")
+    (written.directory / "config.pbtxt").write_text(
+        config_pbtxt(name, signature, platform=platform, max_batch_size=max_batch_size,
+                     dynamic_batching=dynamic_batching, instance_kind=instance_kind, instance_count=instance_count),
+        encoding="utf-8")
+    return written
+
+
+def write_version(onnx_path: str | Path, repository: str | Path, *, name: str, version: int) -> WrittenModel:
+    """The version folder of one model, (re)created with the ONNX file and its digest beside it (what the probe's
+    `served_artifact` check compares); the caller writes the backend's files and `config.pbtxt`."""
     model_dir = Path(repository) / name
     version_dir = model_dir / str(version)
     if version_dir.exists():
@@ -123,10 +136,4 @@ def write_repository(onnx_path: str | Path, repository: str | Path, *, name: str
     shutil.copyfile(onnx_path, target)
     sha = sha256_file(target)
     (version_dir / "model.onnx.sha256").write_text(f"{sha}  model.onnx\n", encoding="utf-8")
-    if platform == "python":
-        shutil.copyfile(Path(__file__).with_name("python_backend_model.py"), version_dir / "model.py")
-    (model_dir / "config.pbtxt").write_text(
-        config_pbtxt(name, signature, platform=platform, max_batch_size=max_batch_size,
-                     dynamic_batching=dynamic_batching, instance_kind=instance_kind, instance_count=instance_count),
-        encoding="utf-8")
     return WrittenModel(name=name, version=version, directory=model_dir, onnx=target, sha256=sha)

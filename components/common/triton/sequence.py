@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from skewgate.common.errors import InputError
-from skewgate.common.io import TensorSpec, load_npz, sha256_file
+from skewgate.common.io import TensorSpec, load_npz
 from skewgate.common.triton.repository import (
     InstanceKind,
     Platform,
@@ -36,6 +36,7 @@ from skewgate.common.triton.repository import (
     WrittenModel,
     config_pbtxt,
     onnx_signature,
+    write_version,
 )
 
 CONTROLS = ("START", "END", "READY", "CORRID")  # the sequence batcher's control inputs (python flavour)
@@ -158,15 +159,8 @@ def write_sequence_repository(onnx_path: str | Path, repository: str | Path, *, 
     check_states(signature, states, source=onnx_path)
     served = served_signature(signature, states)
     batch = max_batch_size if signature.batched else 0
-    model_dir = Path(repository) / name
-    version_dir = model_dir / str(version)
-    if version_dir.exists():
-        shutil.rmtree(version_dir)
-    version_dir.mkdir(parents=True)
-    target = version_dir / "model.onnx"
-    shutil.copyfile(onnx_path, target)
-    sha = sha256_file(target)
-    (version_dir / "model.onnx.sha256").write_text(f"{sha}  model.onnx\n", encoding="utf-8")
+    written = write_version(onnx_path, repository, name=name, version=version)
+    model_dir, version_dir = written.directory, written.onnx.parent
     if platform == "python":
         shutil.copyfile(Path(__file__).with_name("python_backend_sequence_model.py"), version_dir / "model.py")
         arrays = {state_in: initial[state_in] for state_in in states}
@@ -183,4 +177,4 @@ def write_sequence_repository(onnx_path: str | Path, repository: str | Path, *, 
     config += sequence_batching_pbtxt(signature, states, initial, platform=platform, max_batch_size=batch,
                                       idle_timeout_s=idle_timeout_s)
     (model_dir / "config.pbtxt").write_text(config, encoding="utf-8")
-    return WrittenModel(name=name, version=version, directory=model_dir, onnx=target, sha256=sha)
+    return written
