@@ -1,5 +1,11 @@
 """The release-gate pipeline: export → calibrate-int8 → (drift ∥ parity-diff ∥ triton-probe ∥ compare) → promote.
 
+Given a stateful model's STEP model (`stream_model`: the model as served, one step at a time with its state fed
+back), parity also drives STEP step by step against the candidate on whole sequences, the probe deploys STEP under
+Triton's sequence batcher instead of the candidate, and promote requires their stream checks and registers STEP
+beside as `<model>-step`. KFP cannot hand an optional artifact to a task, so the three ways (no STEP model; STEP
+from zeros; STEP from `stream_initial_state`) are three branches of one condition, each ending in promote.
+
 Promote runs last, uncached and never retried by KFP (a refusal is an answer, not a transient error); when it
 refuses, `plumbing.blocked` (shown as `gate-blocked`) fails the run so the KFP UI and alerting show the block. An
 exit handler ends the run's MLflow parent run with the outcome. Every step has CPU/memory requests and limits
@@ -73,6 +79,9 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
         compare_task: str = "auto",
         fp16_candidate: bool = False,
         policy: str = "",
+        stream_model: str = "",
+        stream_states: str = "",
+        stream_initial_state: str = "",
     ) -> str:
         """Gate the promotion of one candidate; returns the outcome (`promoted`), which the exit handler
         `finish-mlflow-run` also writes to the MLflow parent run. A refused promotion fails the run in
@@ -110,6 +119,14 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
             policy: Release policy — JSON or YAML text (docs/policy.md): the required steps and the loosest
                 setting each verdict may have been judged with; empty: the release gate's defaults, so a
                 loosened tolerance or budget above is refused at promotion unless the policy allows it.
+            stream_model: STEP model — URI of a stateful candidate's one-step ONNX model as served (state inputs
+                in, next states out); empty: the candidate is served whole. The candidate then takes whole
+                sequences (`eval_data` with time on axis 1), parity checks stream equals batch, the probe deploys
+                STEP under Triton's sequence batcher, and STEP is registered as `<model_name>-step`.
+            stream_states: STEP state pairs — `IN=OUT` (a state input and the output of its next value),
+                comma-separated.
+            stream_initial_state: Initial state — URI of an `.npz` keyed by state input, the state each sequence
+                starts from (empty: zeros).
         """
         # The exit handler ends the run's MLflow parent run with the outcome, however the tasks below end.
         finisher = add_finisher(pipeline="release-gate", tracking_uri=mlflow_tracking_uri, experiment=model_name,
@@ -157,30 +174,6 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
             )
             sized(drift, "drift", "drift-gate")
 
-            # Triton against the model is probe's fact; parity judges PyTorch vs ORT FP32, INT8 and FP16.
-            parity = parity_op(
-                torch_model=model.output,
-                onnx_model=export.outputs["onnx_model"],
-                int8_model=calibrate.outputs["int8_model"],
-                eval_data=data.output,
-                fp16=fp16_candidate,
-                tracking_uri=mlflow_tracking_uri,
-                experiment=model_name,
-                pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-            )
-            sized(parity, "parity", "parity-diff")
-
-            probe = triton_probe_op(
-                onnx_model=export.outputs["onnx_model"],
-                probe_inputs=data.output,
-                model_name=model_name,
-                triton_url=triton_url,
-                tracking_uri=mlflow_tracking_uri,
-                pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-            )
-            sized(probe, "probe", "triton-probe")
-            probe.set_caching_options(False)  # a live server may have changed since a cached answer
-
             compare = compare_op(
                 onnx_model=export.outputs["onnx_model"],
                 eval_data=data.output,
@@ -197,45 +190,93 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
 
             # Evidence must come from this run: promote matches every verdict to the one its step logged in
             # this pipeline run, so a cached step (which logs nothing) would be refused. No gate is cached.
-            for task in (export, calibrate, drift, parity, probe, compare):
+            for task in (export, calibrate, drift, compare):
                 task.set_caching_options(False)
 
-            promote = promote_op(
-                onnx_model=export.outputs["onnx_model"],
-                int8_model=calibrate.outputs["int8_model"],
-                example_inputs=data.output,
-                export_verdict=export.outputs["verdict"],
-                export_attestation=export.outputs["attestation"],
-                drift_verdict=drift.outputs["verdict"],
-                drift_attestation=drift.outputs["attestation"],
-                probe_verdict=probe.outputs["verdict"],
-                probe_attestation=probe.outputs["attestation"],
-                parity_verdict=parity.outputs["verdict"],
-                parity_attestation=parity.outputs["attestation"],
-                calibrate_verdict=calibrate.outputs["verdict"],
-                calibrate_attestation=calibrate.outputs["attestation"],
-                compare_verdict=compare.outputs["verdict"],
-                compare_attestation=compare.outputs["attestation"],
-                trusted_public_keys=trusted_public_keys,
-                allow_unsigned=allow_unsigned,
-                model_name=model_name,
-                tracking_uri=mlflow_tracking_uri,
-                alias=alias,
-                required_steps=",".join(REQUIRED_STEPS),
-                allow_warn=allow_warn,
-                pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-                policy=policy,
-            )
-            sized(promote, "promote", "promote")
-            promote.set_caching_options(False)
+            def judge_serving_and_promote(step: Any = None, initial_state: Any = None) -> None:
+                """parity, the probe and promote, for the candidate served whole or (`step`) step by step."""
+                stream = {"states": stream_states,
+                          **({"initial_state": initial_state} if initial_state is not None else {})}
+                # Triton against the model is probe's fact; parity judges PyTorch vs ORT FP32, INT8 and FP16.
+                parity = parity_op(
+                    torch_model=model.output,
+                    onnx_model=export.outputs["onnx_model"],
+                    int8_model=calibrate.outputs["int8_model"],
+                    eval_data=data.output,
+                    fp16=fp16_candidate,
+                    tracking_uri=mlflow_tracking_uri,
+                    experiment=model_name,
+                    pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                    **({"stream_onnx": step, **stream} if step is not None else {}),
+                )
+                sized(parity, "parity", "parity-diff")
+                # what is served: the candidate, or its STEP model under the sequence batcher
+                probe = triton_probe_op(
+                    onnx_model=step if step is not None else export.outputs["onnx_model"],
+                    probe_inputs=data.output,
+                    model_name=model_name,
+                    triton_url=triton_url,
+                    tracking_uri=mlflow_tracking_uri,
+                    pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                    **({"stream": True, **stream} if step is not None else {}),
+                )
+                sized(probe, "probe", "triton-probe")
+                # uncached: a live server may have changed since a cached answer, and evidence is of this run
+                for task in (parity, probe):
+                    task.set_caching_options(False)
 
-            with dsl.If(promote.outputs["Output"] != "pass", name="promotion-refused"):
-                blocked = blocked_op(verdict=promote.outputs["verdict"])
-                sized(blocked, "blocked", "gate-blocked")
-                blocked.set_caching_options(False)
+                promote = promote_op(
+                    onnx_model=export.outputs["onnx_model"],
+                    int8_model=calibrate.outputs["int8_model"],
+                    example_inputs=data.output,
+                    export_verdict=export.outputs["verdict"],
+                    export_attestation=export.outputs["attestation"],
+                    drift_verdict=drift.outputs["verdict"],
+                    drift_attestation=drift.outputs["attestation"],
+                    probe_verdict=probe.outputs["verdict"],
+                    probe_attestation=probe.outputs["attestation"],
+                    parity_verdict=parity.outputs["verdict"],
+                    parity_attestation=parity.outputs["attestation"],
+                    calibrate_verdict=calibrate.outputs["verdict"],
+                    calibrate_attestation=calibrate.outputs["attestation"],
+                    compare_verdict=compare.outputs["verdict"],
+                    compare_attestation=compare.outputs["attestation"],
+                    trusted_public_keys=trusted_public_keys,
+                    allow_unsigned=allow_unsigned,
+                    model_name=model_name,
+                    tracking_uri=mlflow_tracking_uri,
+                    alias=alias,
+                    required_steps=",".join(REQUIRED_STEPS),
+                    allow_warn=allow_warn,
+                    pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                    policy=policy,
+                    **({"stream_model": step} if step is not None else {}),
+                )
+                sized(promote, "promote", "promote")
+                promote.set_caching_options(False)
+
+                with dsl.If(promote.outputs["Output"] != "pass", name="promotion-refused"):
+                    blocked = blocked_op(verdict=promote.outputs["verdict"])
+                    sized(blocked, "blocked", "gate-blocked")
+                    blocked.set_caching_options(False)
+
+            with dsl.If(stream_model == "", name="served-whole"):
+                judge_serving_and_promote()
+            with dsl.Elif(stream_initial_state == "", name="served-step-by-step"):
+                judge_serving_and_promote(step=_imported(stream_model, dsl.Model, "step-model"))
+            with dsl.Else(name="served-step-by-step-from-initial-state"):
+                judge_serving_and_promote(step=_imported(stream_model, dsl.Model, "step-model"),
+                                          initial_state=_imported(stream_initial_state, dsl.Dataset,
+                                                                  "initial-state"))
         return finisher.output
 
     return one_line_descriptions(release_gate)
+
+
+def _imported(uri: Any, kind: type, name: str) -> Any:
+    importer = dsl.importer(artifact_uri=uri, artifact_class=kind, reimport=True)
+    importer.set_display_name(name)
+    return importer.output
 
 
 release_gate = build_release_gate()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from skewgate.common.cli_support import add_common_args, describe, exit_code, finish_cli, tracking_options
 from skewgate.common.policy import load_policy
-from skewgate.promote.core import INT8_SUFFIX, validate_target
+from skewgate.promote.core import INT8_SUFFIX, STEP_SUFFIX, validate_target
 from skewgate.promote.run import STEPS, TASK_NAMES, PromoteOptions, resolve_steps, run, split_steps
 
 _DEFAULTS = PromoteOptions()
@@ -39,13 +39,14 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="public key whose signatures count (repeatable; $SKEWGATE_TRUSTED_KEYS adds more)")
     parser.add_argument("--allow-unsigned", action="store_true",
                         help="accept unsigned verdicts (local experiments only: anyone could have written them)")
-    parser.add_argument("--require-stream", action="store_true",
-                        help="the model is served step by step (a STEP model was gated): parity's verdict must hold "
-                             "its stream checks and probe's its stateful ones")
     parser.add_argument("--version", help="promote this existing model version instead of registering")
     parser.add_argument("--int8", type=Path,
                         help="calibrate's INT8 model: registered beside as NAME-int8 when calibrate and parity "
                              "judged exactly this file")
+    parser.add_argument("--stream-onnx", type=Path, metavar="STEP",
+                        help="a stateful model's STEP model, served step by step: the probe's verdict must be about it "
+                             "and hold its stateful checks, parity's must hold its stream checks on it; registered "
+                             "beside as NAME-step")
     parser.add_argument("--example-inputs", type=Path,
                         help=".npz whose first rows become the registered MLflow model's input example")
     add_common_args(parser)
@@ -59,14 +60,16 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     tracking = tracking_options(args)
     required = resolve_steps(split_steps(args.require), source="--require")
     validate_target(args.model_name, args.alias)
-    if args.int8 is not None:
-        validate_target(f"{args.model_name}{INT8_SUFFIX}", args.alias)
+    for suffix, companion in ((INT8_SUFFIX, args.int8), (STEP_SUFFIX, args.stream_onnx)):
+        if companion is not None:
+            validate_target(f"{args.model_name}{suffix}", args.alias)
     if args.policy is not None:
         load_policy(args.policy)  # a malformed policy is a setup mistake: exit 2, nothing touched
     options = PromoteOptions(alias=args.alias, required=required, allow_warn=args.allow_warn,
                              trusted_keys=tuple(args.trusted_key), allow_unsigned=args.allow_unsigned,
-                             version=args.version, policy=str(args.policy or ""), stream=args.require_stream)
+                             version=args.version, policy=str(args.policy or ""))
     verdict = run(model_name=args.model_name, onnx=args.onnx, verdicts_dir=args.verdicts, options=options,
-                  tracking=tracking, int8=args.int8, example_inputs=args.example_inputs)
+                  tracking=tracking, int8=args.int8, step=args.stream_onnx,
+                  example_inputs=args.example_inputs)
     finish_cli(verdict, args)
     return exit_code(verdict)

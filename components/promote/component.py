@@ -36,7 +36,7 @@ def promote_op(
     allow_warn: bool = False,
     pipeline_run_id: str = "",
     policy: str = "",
-    stream_model: str = "",
+    stream_model: dsl.Input[dsl.Model] = None,  # KFP: an optional input artifact
 ) -> str:
     """Promote only on complete, matching, signed evidence; returns `pass` (promoted) or `fail` (refused).
 
@@ -72,8 +72,8 @@ def promote_op(
         pipeline_run_id: KFP pipeline run id; every verdict must have been logged in this run.
         policy: Policy (JSON or YAML text, as a `--policy` file holds): required steps and the loosest setting each
             verdict may have been judged with; empty: the release gate's defaults.
-        stream_model: The STEP model the release gate was given (a stateful model served step by step), if any:
-            then parity's and probe's verdicts must hold their stream checks.
+        stream_model: A stateful model's STEP model (served step by step), if any: the probe's verdict must be
+            about it, parity's and probe's verdicts must hold their stream checks; registered as `<model_name>-step`.
     """
     import tempfile
     from pathlib import Path
@@ -94,10 +94,10 @@ def promote_op(
                                        Path(work) / "verdicts")
         options = PromoteOptions(alias=alias, required=split_steps(required_steps), allow_warn=allow_warn,
                                  trusted_keys=write_trusted_keys(trusted_public_keys, Path(work)),
-                                 allow_unsigned=allow_unsigned, policy=write_policy(policy, Path(work)),
-                                 stream=bool(stream_model))
+                                 allow_unsigned=allow_unsigned, policy=write_policy(policy, Path(work)))
         result = run(model_name=model_name, onnx=Path(onnx_model.path), verdicts_dir=verdicts_dir, options=options,
                      tracking=TrackingOptions(uri=tracking_uri, experiment=model_name,
                                               pipeline_run_id=pipeline_run_id),
-                     int8=Path(int8_model.path), example_inputs=Path(example_inputs.path))
+                     int8=Path(int8_model.path), step=Path(stream_model.path) if stream_model else None,
+                     example_inputs=Path(example_inputs.path))
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

@@ -45,6 +45,9 @@ STEP = "promote"
 OUTCOME_TAGS = ("skewgate.promotion.status", "skewgate.promotion.reason")
 ATTESTATION_URI_TAG = "skewgate.attestation.uri"
 INT8_SUFFIX = "-int8"
+STEP_SUFFIX = "-step"  # a stateful model's STEP model, the file served step by step
+# The steps that judge the served file: for a stateful model that is the STEP model, not the promoted FULL one
+SERVED_BY = ("probe",)
 SETTLE_S = 1.0  # after moving the alias, before reading it back: a concurrent write lands within this
 POLL_S = 0.5  # while another promotion to the same alias is under way
 CONTENTION_WAIT_S = 300.0  # the longest a promotion holding the alias waits for the others to finish
@@ -121,6 +124,7 @@ class PromoteDetails:
     reason: str
     outcome_tags_written: bool
     int8_version: str | None
+    step_version: str | None = None  # `<model_name>-step`'s version, for a stateful model
     policy: Mapping[str, Any] = field(default_factory=dict)  # `Policy.describe()`
     outcome: str = ""  # promoted | refused | lost | error: what the alias read back showed
     alias_version: str | None = None  # the version the alias held when this promotion settled
@@ -150,9 +154,10 @@ def load_evidence(directory: str | Path) -> dict[str, Evidence]:
 
 
 def decide(evidence: Mapping[str, Evidence], *, artifact_sha256: str, policy: Policy,
-           logged: Sequence[Mapping[str, Any]] = ()) -> list[Check]:
+           logged: Sequence[Mapping[str, Any]] = (), served_sha256: str | None = None) -> list[Check]:
     """One check per required step: its verdict passed, was judged within the policy's settings bounds, holds
-    the checks the policy requires, is about this artifact and signed. Inside a pipeline run
+    the checks the policy requires, is about this artifact and signed. `served_sha256`: a stateful model's STEP
+    model, the file the steps of `SERVED_BY` judge instead of the promoted one. Inside a pipeline run
     (`policy.pipeline_run_id`) each verdict must be signed for that run, and `logged` (the envelopes MLflow holds
     for it, unverified) must hold no later verdict of the step signed for that run; an envelope no trusted key
     signed for this run is ignored."""
@@ -166,11 +171,13 @@ def decide(evidence: Mapping[str, Evidence], *, artifact_sha256: str, policy: Po
         verdict, reasons = item.verdict, []
         if verdict.status not in accepted:
             reasons.append(f"status {verdict.status}: {verdict.message}")
+        expected, what = ((served_sha256, "the STEP model served") if served_sha256 and step in SERVED_BY
+                          else (artifact_sha256, "the file to promote"))
         digest = verdict.subject.sha256 if verdict.subject else None
-        if digest != artifact_sha256:
-            reasons.append(f"verdict judged sha256 {digest or '(none)'} but the file to promote is {artifact_sha256}")
+        if digest != expected:
+            reasons.append(f"verdict judged sha256 {digest or '(none)'} but {what} is {expected}")
         reasons += policy.gates.problems(verdict)
-        reasons += _signature_problems(item, artifact_sha256, policy, logged)
+        reasons += _signature_problems(item, expected, policy, logged)
         checks.append(Check(f"evidence.{step}", passed=not reasons, value=float(not reasons), limit=1.0,
                             detail="; ".join(reasons) or f"{verdict.status}, same artifact"
                             + (", signed" if item.envelope is not None and policy.trusted_keys else "")))
@@ -229,6 +236,7 @@ def promote(
     version: str | None = None,
     signing_key: attest.SigningKey | None = None,
     int8: str | Path | None = None,
+    step: str | Path | None = None,
 ) -> Verdict:
     """Decide, then act on the registry. Bad input raises `InputError` before the registry is touched (every
     evidence file is read, whole and once, before the first registry call).
@@ -236,10 +244,18 @@ def promote(
     With `int8`, the INT8 model is registered beside the FP32 one as `<model_name>-int8` (its own versions,
     digest and alias: serving code picks a precision by model name) — only when calibrate and parity both
     judged exactly that file (their signed verdicts name its SHA-256), and its alias moves with the FP32 one.
+
+    With `step` (a stateful model's STEP model, the file served one step at a time with its state fed back), the
+    probe's verdict must be about that file, and parity's must have judged it in stream mode against the promoted
+    (FULL) one; it is registered beside as `<model_name>-step` the same way as the INT8 model.
     """
     validate_target(model_name, alias)
-    if int8 is not None:
-        validate_target(f"{model_name}{INT8_SUFFIX}", alias)
+    companions: list[Companion] = []
+    for suffix, path, folder in ((INT8_SUFFIX, int8, "model-int8"), (STEP_SUFFIX, step, "model-step")):
+        if path is not None:
+            validate_target(f"{model_name}{suffix}", alias)
+            load_onnx(path)
+            companions.append(Companion(suffix, Path(path), sha256_file(path), folder))
     onnx = Path(onnx)
     load_onnx(onnx)  # a truncated or non-ONNX file is bad input, not a refusal
     sha = sha256_file(onnx)
@@ -254,12 +270,9 @@ def promote(
     # Unsigned tags are never evidence: only envelopes, and only what a trusted key signed in them, count.
     logged = (registry.logged_verdict_envelopes(policy.pipeline_run_id)
               if policy.pipeline_run_id and policy.trusted_keys else [])
-    checks = decide(evidence, artifact_sha256=sha, policy=policy, logged=logged)
-    int8_sha = None
-    if int8 is not None:
-        load_onnx(int8)
-        int8_sha = sha256_file(int8)
-        checks.append(int8_check(evidence, int8_sha))
+    step_sha = next((c.sha256 for c in companions if c.suffix == STEP_SUFFIX), None)
+    checks = decide(evidence, artifact_sha256=sha, policy=policy, logged=logged, served_sha256=step_sha)
+    checks += [(int8_check if c.suffix == INT8_SUFFIX else stream_check)(evidence, c.sha256) for c in companions]
     registry.announce(model_name, alias)  # a contender from here on (see "Contention" above)
     if version is None:
         version = registry.find_version(model_name, sha) or registry.register(model_name, onnx, sha)
@@ -276,30 +289,28 @@ def promote(
 
     if not protected:
         tags = evidence_tags(evidence, sha, policy.required)
-        tags.update(_attest(registry, model_name, version, evidence, decision, policy, signing_key, alias))
+        tags.update(_attest(registry, model_name, version, evidence, decision, policy, signing_key, alias,
+                            served=step_sha))
         registry.set_tags(model_name, version, tags)
         readback = registry.get_tags(model_name, version)
         # A concurrent promotion of the same file may have stored its own (equally valid) attestations since:
         # the URI must be there, not necessarily ours.
         check_read_back(f"registry tags of {model_name} v{version} (alias {alias!r} not moved)", tags, readback,
                         present_only={ATTESTATION_URI_TAG})
-    int8_version = None
-    if promoted and int8 is not None and int8_sha is not None:
-        int8_name = f"{model_name}{INT8_SUFFIX}"
-        # its own folder of this run: a version's source is a folder, and the FP32 version's is `model`
-        int8_version = registry.find_version(int8_name, int8_sha) or registry.register(
-            int8_name, Path(int8), int8_sha, artifact_path="model-int8")
-        registry.set_tags(int8_name, int8_version, {
-            "skewgate.onnx_sha256": int8_sha, "skewgate.fp32.model": model_name, "skewgate.fp32.version": version,
-            "skewgate.fp32.sha256": sha, ATTESTATION_URI_TAG: tags[ATTESTATION_URI_TAG]})
+    beside: dict[str, str] = {}  # suffix → the companion's version
+    if promoted:
+        for companion in companions:
+            beside[companion.suffix] = _register_beside(registry, companion, model_name=model_name, version=version,
+                                                        sha=sha, attestation_uri=tags[ATTESTATION_URI_TAG])
     outcome, holder, status = ("refused", previous, decision.status)
     if promoted:
         registry.claim(model_name, alias, version)
         holder, problem = _contend(registry, model_name, alias, version)
         if holder == version:
             outcome = "promoted"
-            if int8_version is not None:  # after the FP32 alias: an INT8 champion never precedes its FP32 one
-                _move_alias(registry, f"{model_name}{INT8_SUFFIX}", alias, int8_version)
+            for suffix, companion_version in beside.items():
+                # after the FP32 alias: an INT8 or STEP champion never precedes its FP32 one
+                _move_alias(registry, f"{model_name}{suffix}", alias, companion_version)
         else:
             outcome, status = ("lost" if holder is not None and not problem else "error"), "error"
             reason = (f"lost the race to v{holder}: alias {alias!r} of {model_name} holds v{holder}, not "
@@ -324,7 +335,8 @@ def promote(
     log.info("%s v%s: %s (%s)", model_name, version, outcome, reason)
     details = PromoteDetails(model_name=model_name, version=version, alias=alias, promoted=won,
                              previous_alias_version=previous, reason=reason, outcome_tags_written=outcome_written,
-                             int8_version=int8_version if won else None, policy=policy.describe(),
+                             int8_version=beside.get(INT8_SUFFIX) if won else None,
+                             step_version=beside.get(STEP_SUFFIX) if won else None, policy=policy.describe(),
                              outcome=outcome, alias_version=holder, log_written=log_written)
     final_checks = tuple(decision.checks)
     if promoted and not won:
@@ -348,6 +360,37 @@ def int8_check(evidence: Mapping[str, Evidence], int8_sha: str) -> Check:
                  f"calibrate wrote and parity judged {int8_sha}")
 
 
+def stream_check(evidence: Mapping[str, Evidence], step_sha: str) -> Check:
+    """The STEP file to register is the one parity drove step by step against the promoted model (the probe's
+    verdict being about it is `decide`'s check)."""
+    parity = evidence.get("parity")
+    judged = parity.verdict.subject.data.get("stream_onnx") if parity and parity.verdict.subject else None
+    return Check("stream.same_artifact", passed=judged == step_sha,
+                 detail=f"parity judged stream model sha256 {judged or '(none)'}, the STEP file is {step_sha}"
+                 if judged != step_sha else f"parity judged {step_sha} step by step against the promoted model")
+
+
+@dataclass(frozen=True)
+class Companion:
+    """A file registered beside the promoted one under `<model_name><suffix>`: the INT8 model, the STEP model."""
+
+    suffix: str
+    path: Path
+    sha256: str
+    folder: str  # its own folder of the run: a version's source is a folder, and the FP32 version's is `model`
+
+
+def _register_beside(registry: Registry, companion: Companion, *, model_name: str, version: str, sha: str,
+                     attestation_uri: str) -> str:
+    name = f"{model_name}{companion.suffix}"
+    found = registry.find_version(name, companion.sha256) or registry.register(
+        name, companion.path, companion.sha256, artifact_path=companion.folder)
+    registry.set_tags(name, found, {
+        "skewgate.onnx_sha256": companion.sha256, "skewgate.fp32.model": model_name, "skewgate.fp32.version": version,
+        "skewgate.fp32.sha256": sha, ATTESTATION_URI_TAG: attestation_uri})
+    return found
+
+
 def evidence_tags(evidence: Mapping[str, Evidence], sha: str, required: Sequence[str]) -> dict[str, str]:
     """The version's evidence tags, a handful (`conv.MAX_VERSION_TAGS` with the outcome): the ONNX digest, and
     of what the steps ask to tag on it only what a later step reads back from the version
@@ -367,8 +410,11 @@ def evidence_tags(evidence: Mapping[str, Evidence], sha: str, required: Sequence
 
 
 def _attest(registry: Registry, name: str, version: str, evidence: Mapping[str, Evidence], decision: Verdict,
-            policy: Policy, key: attest.SigningKey | None, alias: str) -> dict[str, str]:
-    """Store every step's verdict and envelope, and promote's own signed decision, with the version."""
+            policy: Policy, key: attest.SigningKey | None, alias: str, served: str | None = None
+            ) -> dict[str, str]:
+    """Store every step's verdict and envelope, and promote's own signed decision, with the version. `served`: the
+    STEP model's digest, which the decision names as the file the `SERVED_BY` steps judged (`skewgate verify`
+    reads it)."""
     files = {}
     for step, item in evidence.items():
         files[f"{step}.json"] = item.content
@@ -381,6 +427,9 @@ def _attest(registry: Registry, name: str, version: str, evidence: Mapping[str, 
                      "evidence": {s: {"verdict_sha256": e.sha256, "status": e.verdict.status}
                                   for s, e in evidence.items()}}
         subject = [{"name": Path(decision.subject.artifact).name, "digest": {"sha256": decision.subject.sha256}}]
+        if served:
+            predicate["served"] = {step: served for step in SERVED_BY}
+            subject.append({"name": "step.onnx", "digest": {"sha256": served}})
         envelope = attest.sign(attest.statement(subject, attest.PROMOTION_PREDICATE, predicate), key)
         files[f"promotion{attest.ENVELOPE_SUFFIX}"] = attest.envelope_bytes(envelope)
     uri = registry.store_attestations(name, version, files)

@@ -43,9 +43,6 @@ class PromoteOptions:
     # the two above; "" = the release gate's defaults, where a verdict judged more loosely than its step's
     # defaults is refused
     policy: str = ""
-    # the release was given a STEP model (a stateful model served step by step): parity's and probe's verdicts must
-    # hold their stream checks (`common.policy.STREAM_CHECKS`), whatever the policy says
-    stream: bool = False
 
 
 def gather_verdicts(found: Mapping[str, tuple[str | Path, str | Path]], folder: Path) -> Path:
@@ -66,24 +63,27 @@ def gather_verdicts(found: Mapping[str, tuple[str | Path, str | Path]], folder: 
 
 
 def run(*, model_name: str, onnx: Path, verdicts_dir: Path, options: PromoteOptions, tracking: TrackingOptions,
-        int8: Path | None = None, example_inputs: Path | None = None) -> Verdict:
+        int8: Path | None = None, step: Path | None = None, example_inputs: Path | None = None) -> Verdict:
     """Promote `onnx` as `model_name` on the evidence in `verdicts_dir`, inside the step's MLflow run; the verdict
     says what happened (never raises). `int8`: calibrate's INT8 model, registered beside as `<model_name>-int8`;
-    `example_inputs`: the .npz whose first rows become the registered model's input example. Required steps and
+    `step`: a stateful model's STEP model (served step by step), registered beside as `<model_name>-step`; parity's
+    and probe's verdicts must then hold their stream checks (`common.policy.STREAM_CHECKS`), whatever the policy
+    says; `example_inputs`: the .npz whose first rows become the registered model's input example. Required steps and
     the policy file are checked first, with the model name and the alias: a bad one is an `error` verdict before
     MLflow or the registry is touched. Runs of this experiment left RUNNING by a process that is gone are ended
     (KILLED) first."""
-    from skewgate.promote.core import INT8_SUFFIX, validate_target
+    from skewgate.promote.core import INT8_SUFFIX, STEP_SUFFIX, validate_target
 
     try:
         required = resolve_steps(options.required)
         gates = (load_policy(options.policy, required=required, allow_warn=options.allow_warn) if options.policy
                  else GatePolicy(required=required, allow_warn=options.allow_warn))
-        if options.stream:
+        if step is not None:
             gates = gates.requiring(STREAM_CHECKS)
         validate_target(model_name, options.alias)
-        if int8 is not None:
-            validate_target(f"{model_name}{INT8_SUFFIX}", options.alias)
+        for suffix, companion in ((INT8_SUFFIX, int8), (STEP_SUFFIX, step)):
+            if companion is not None:
+                validate_target(f"{model_name}{suffix}", options.alias)
     except InputError as err:
         return Verdict.error(STEP, str(err))
 
@@ -106,7 +106,7 @@ def run(*, model_name: str, onnx: Path, verdicts_dir: Path, options: PromoteOpti
         return promote(model_name=model_name, onnx=onnx, verdicts_dir=verdicts_dir,
                        registry=MlflowRegistry(step_run, input_example=example), alias=options.alias,
                        policy=policy, version=options.version,
-                       signing_key=attest.signing_key_from_env(tracking.signing_key or None), int8=int8
-                       ).judged_with(options)
+                       signing_key=attest.signing_key_from_env(tracking.signing_key or None), int8=int8,
+                       step=step).judged_with(options)
 
     return evaluate_and_record(STEP, evaluate, tracking)

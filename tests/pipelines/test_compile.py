@@ -23,55 +23,105 @@ def _gate(spec):
     return spec.components[spec.root.dag.tasks["exit-handler-1"].component_ref.name].dag.tasks
 
 
+WAYS = ("served-whole", "served-step-by-step", "served-step-by-step-from-initial-state")
+
+
+def _ways(spec):
+    """The three ways a candidate is served (whole; STEP from zeros; STEP from an initial state), each a branch of
+    one condition holding parity, the probe and promote: branch name → {task name without KFP's `-N` suffix:
+    (task, its name in the spec)}."""
+    import re
+
+    branches = spec.components[_gate(spec)["condition-branches-2"].component_ref.name].dag.tasks
+    ways = {}
+    for branch in branches.values():
+        tasks = spec.components[branch.component_ref.name].dag.tasks
+        ways[branch.task_info.name] = {re.sub(r"-\d+$", "", name): (task, name) for name, task in tasks.items()}
+    return ways
+
+
+def _producer(task, artifact):
+    """`<producing task>-<its output>` of `artifact`, KFP's `-N` task suffix removed: inside a branch an outer
+    task's output comes in as the branch's input `pipelinechannel--<task>-<output>`."""
+    import re
+
+    source = task.inputs.artifacts[artifact]
+    if source.HasField("task_output_artifact"):
+        produced = source.task_output_artifact
+        return re.sub(r"-\d+$", "", produced.producer_task) + f"-{produced.output_artifact_key}"
+    return source.component_input_artifact.removeprefix("pipelinechannel--")
+
+
 def test_pipeline_has_the_expected_tasks(spec):
     assert spec.pipeline_info.name == "skewgate-release-gate"
     assert set(spec.root.dag.tasks) == {"exit-handler-1", "finish-run-op"}
-    tasks = _gate(spec)
-    assert set(tasks) == {"importer", "importer-2", "importer-3", "importer-4", "importer-5", "export-op",
-                          "calibrate-op", "drift-op", "parity-op", "triton-probe-op", "compare-op", "promote-op",
-                          "condition-2"}
-    assert sorted(tasks["promote-op"].dependent_tasks) == ["calibrate-op", "compare-op", "drift-op", "export-op",
-                                                           "importer-2", "parity-op", "triton-probe-op"]
+    assert set(_gate(spec)) == {"importer", "importer-2", "importer-3", "importer-4", "importer-5", "export-op",
+                                "calibrate-op", "drift-op", "compare-op", "condition-branches-2"}
+    ways = _ways(spec)
+    assert set(ways) == set(WAYS)
+    judged = {"parity-op", "triton-probe-op", "promote-op", "condition"}
+    assert set(ways["served-whole"]) == judged
+    assert set(ways["served-step-by-step"]) == judged | {"importer"}  # the STEP model
+    assert set(ways["served-step-by-step-from-initial-state"]) == judged | {"importer"}
+    branches = spec.components[_gate(spec)["condition-branches-2"].component_ref.name].dag.tasks.values()
+    last = spec.components[next(b for b in branches if b.task_info.name == WAYS[2]).component_ref.name]
+    assert len([name for name in last.dag.tasks if name.startswith("importer")]) == 2  # STEP, initial state
+    assert all("stream_model" in branch.trigger_policy.condition for branch in branches)
 
 
-def test_parity_judges_the_calibrated_int8_model(spec):
-    tasks = _gate(spec)
-    int8 = tasks["parity-op"].inputs.artifacts["int8_model"].task_output_artifact
-    assert (int8.producer_task, int8.output_artifact_key) == ("calibrate-op", "int8_model")
-    assert tasks["calibrate-op"].inputs.artifacts["onnx_model"].task_output_artifact.producer_task == "export-op"
-    probe_model = tasks["triton-probe-op"].inputs.artifacts["onnx_model"].task_output_artifact
-    assert probe_model.producer_task == "export-op"
-    assert tasks["drift-op"].inputs.artifacts["onnx_model"].task_output_artifact.producer_task == "export-op"
+@pytest.mark.parametrize("way", WAYS)
+def test_parity_judges_the_calibrated_int8_model_and_the_probe_what_is_served(spec, way):
+    tasks = {name: task for name, (task, _) in _ways(spec)[way].items()}
+    assert _producer(tasks["parity-op"], "int8_model") == "calibrate-op-int8_model"
+    assert _gate(spec)["calibrate-op"].inputs.artifacts["onnx_model"].task_output_artifact.producer_task == \
+        "export-op"
+    assert _gate(spec)["drift-op"].inputs.artifacts["onnx_model"].task_output_artifact.producer_task == "export-op"
+    served = _producer(tasks["triton-probe-op"], "onnx_model")
+    stream = tasks["triton-probe-op"].inputs.parameters.get("stream")
+    if way == "served-whole":
+        assert served == "export-op-onnx_model" and stream is None
+        assert "stream_onnx" not in tasks["parity-op"].inputs.artifacts
+        assert "stream_model" not in tasks["promote-op"].inputs.artifacts
+    else:  # the STEP model, imported in the branch, is probed under the sequence batcher and driven by parity
+        assert served == "importer-artifact" and stream.runtime_value.constant.bool_value is True
+        for task, artifact in ((tasks["parity-op"], "stream_onnx"), (tasks["promote-op"], "stream_model")):
+            assert _producer(task, artifact) == served
+        states = tasks["parity-op"].inputs.parameters["states"].component_input_parameter
+        assert states.removeprefix("pipelinechannel--") == "stream_states"
+        initial = "initial_state" in tasks["triton-probe-op"].inputs.artifacts
+        assert initial == (way == "served-step-by-step-from-initial-state")
+        assert initial == ("initial_state" in tasks["parity-op"].inputs.artifacts)
 
 
 def test_parity_takes_the_optional_fp16_candidate(spec):
-    parameter = _gate(spec)["parity-op"].inputs.parameters["fp16"]
-    assert parameter.component_input_parameter.removeprefix("pipelinechannel--") == "fp16_candidate"
+    for way in WAYS:
+        parameter = _ways(spec)[way]["parity-op"][0].inputs.parameters["fp16"]
+        assert parameter.component_input_parameter.removeprefix("pipelinechannel--") == "fp16_candidate"
     assert spec.root.input_definitions.parameters["fp16_candidate"].default_value.bool_value is False
 
 
-def test_promote_consumes_the_export_outputs(spec):
-    artifacts = _gate(spec)["promote-op"].inputs.artifacts
-    assert artifacts["onnx_model"].task_output_artifact.producer_task == "export-op"
-    assert artifacts["onnx_model"].task_output_artifact.output_artifact_key == "onnx_model"
-    assert artifacts["export_verdict"].task_output_artifact.output_artifact_key == "verdict"
-    assert artifacts["drift_verdict"].task_output_artifact.producer_task == "drift-op"
-    required = _gate(spec)["promote-op"].inputs.parameters["required_steps"]
+@pytest.mark.parametrize("way", WAYS)
+def test_promote_consumes_the_export_outputs(spec, way):
+    tasks = {name: task for name, (task, _) in _ways(spec)[way].items()}
+    promote = tasks["promote-op"]
+    assert _producer(promote, "onnx_model") == "export-op-onnx_model"
+    assert _producer(promote, "export_verdict") == "export-op-verdict"
+    required = promote.inputs.parameters["required_steps"]
     assert required.runtime_value.constant.string_value == "export,calibrate,drift,parity,probe,compare"
-    assert artifacts["compare_verdict"].task_output_artifact.producer_task == "compare-op"
-    assert artifacts["calibrate_verdict"].task_output_artifact.producer_task == "calibrate-op"
-    assert artifacts["parity_verdict"].task_output_artifact.producer_task == "parity-op"
-    assert artifacts["probe_verdict"].task_output_artifact.producer_task == "triton-probe-op"
+    for step, task in (("drift", "drift-op"), ("compare", "compare-op"), ("calibrate", "calibrate-op"),
+                       ("parity", "parity-op"), ("probe", "triton-probe-op")):
+        assert _producer(promote, f"{step}_verdict") == f"{task}-verdict"
 
 
+@pytest.mark.parametrize("way", WAYS)
 @pytest.mark.parametrize("gate", ["export-op", "calibrate-op", "drift-op", "parity-op", "triton-probe-op",
                                   "compare-op"])
-def test_every_gate_hands_promote_its_signed_envelope_and_is_never_cached(spec, gate):
-    tasks = _gate(spec)
+def test_every_gate_hands_promote_its_signed_envelope_and_is_never_cached(spec, gate, way):
+    tasks = {name: task for name, (task, _) in _ways(spec)[way].items()}
     step = {"triton-probe-op": "probe"}.get(gate, gate.removesuffix("-op"))
-    attestation = tasks["promote-op"].inputs.artifacts[f"{step}_attestation"].task_output_artifact
-    assert (attestation.producer_task, attestation.output_artifact_key) == (gate, "attestation")
-    assert tasks[gate].caching_options.enable_cache is False  # promote needs evidence logged in this run
+    assert _producer(tasks["promote-op"], f"{step}_attestation") == f"{gate}-attestation"
+    task = tasks.get(gate) or _gate(spec)[gate]
+    assert task.caching_options.enable_cache is False  # promote needs evidence logged in this run
 
 
 def test_compare_judges_the_exported_model_on_the_eval_data_with_pipeline_thresholds(spec):
@@ -88,18 +138,15 @@ def test_compare_judges_the_exported_model_on_the_eval_data_with_pipeline_thresh
     assert params["compare_max_churn"].default_value.number_value == -1.0
 
 
-def test_promote_is_uncached_and_not_retried(spec):
-    promote = _gate(spec)["promote-op"]
+@pytest.mark.parametrize("way", WAYS)
+def test_promote_is_uncached_and_not_retried_and_a_refusal_runs_gate_blocked(spec, way):
+    (promote, promote_name), (condition, _) = _ways(spec)[way]["promote-op"], _ways(spec)[way]["condition"]
     assert promote.caching_options.enable_cache is False
     assert not promote.HasField("retry_policy")
-
-
-def test_refusal_branch_runs_gate_blocked(spec):
-    condition = _gate(spec)["condition-2"]
     assert condition.trigger_policy.condition == (
-        "inputs.parameter_values['pipelinechannel--promote-op-Output'] != 'pass'")
+        f"inputs.parameter_values['pipelinechannel--{promote_name}-Output'] != 'pass'")
     inner = spec.components[condition.component_ref.name].dag.tasks
-    assert set(inner) == {"blocked"}  # shown as gate-blocked
+    assert [n.rstrip("-0123456789") for n in inner] == ["blocked"]  # shown as gate-blocked
 
 
 def test_inputs_and_image(spec):
@@ -165,10 +212,15 @@ def _compile(tmp_path, *args):
 def test_every_step_requests_and_limits_cpu_and_memory(spec):
     from skewgate.pipelines.resources import DEFAULTS
 
+    import re
+
     resources = _resources(spec)
-    assert set(resources) == {"exec-export-op", "exec-calibrate-op", "exec-drift-op", "exec-parity-op",
-                              "exec-triton-probe-op", "exec-compare-op", "exec-promote-op", "exec-blocked",
-                              "exec-finish-run-op"}
+    assert {re.sub(r"-\d+$", "", label) for label in resources} == {
+        "exec-export-op", "exec-calibrate-op", "exec-drift-op", "exec-parity-op", "exec-triton-probe-op",
+        "exec-compare-op", "exec-promote-op", "exec-blocked", "exec-finish-run-op"}
+    for way in (2, 3):  # each way of serving the candidate sizes its steps alike
+        for step in ("parity-op", "triton-probe-op", "promote-op", "blocked"):
+            assert resources[f"exec-{step}-{way}"] == resources[f"exec-{step}"]
     for label, (cpu, cpu_limit, memory, memory_limit, accelerator, _count) in resources.items():
         assert cpu and cpu_limit and memory and memory_limit, label
         assert not accelerator, f"{label}: the CPU pipeline asks for no accelerator"
@@ -205,7 +257,8 @@ def test_gpu_variant_gives_the_runtime_steps_a_gpu_and_the_gpu_image(tmp_path):
     assert gpu.pipeline_info.name == "skewgate-release-gate-gpu"
     resources = _resources(gpu)
     images = {label: e.container.image for label, e in _executor_map(gpu).items()}
-    for label in ("exec-calibrate-op", "exec-parity-op", "exec-triton-probe-op"):
+    for label in ("exec-calibrate-op", "exec-parity-op", "exec-triton-probe-op", "exec-parity-op-3",
+                  "exec-triton-probe-op-2"):
         assert resources[label][4:] == ("nvidia.com/gpu", "1")
         assert images[label] == "skewgate-gpu:0.1.0"
     for label in ("exec-export-op", "exec-drift-op", "exec-promote-op"):
@@ -232,7 +285,10 @@ def test_every_pipeline_parameter_is_described_for_the_kfp_ui(tmp_path, which):
 
 def test_steps_that_answer_about_a_live_server_are_uncached(spec):
     tasks = _gate(spec)
-    for name in ("triton-probe-op", "parity-op", "promote-op"):
+    for way in WAYS:
+        for name in ("triton-probe-op", "parity-op", "promote-op"):
+            assert _ways(spec)[way][name][0].caching_options.enable_cache is False, (way, name)
+    for name in ("export-op", "calibrate-op", "drift-op", "compare-op"):
         assert tasks[name].caching_options.enable_cache is False, name
     assert spec.root.dag.tasks["finish-run-op"].caching_options.enable_cache is False
 
@@ -258,13 +314,14 @@ def test_the_signing_secret_is_mounted_into_the_signing_steps_only(tmp_path):
     platform = list(yaml.safe_load_all(out.read_text()))[1]["platforms"]["kubernetes"]["deploymentSpec"]
     executors = platform["executors"]
     signing = {"exec-export-op", "exec-calibrate-op", "exec-drift-op", "exec-parity-op", "exec-triton-probe-op",
-               "exec-compare-op", "exec-promote-op"}
+               "exec-compare-op", "exec-promote-op"} | {
+        f"exec-{step}-{way}" for step in ("parity-op", "triton-probe-op", "promote-op") for way in (2, 3)}
     assert signing <= set(executors)
     for name in signing:
         (volume,) = executors[name]["secretAsVolume"]
         assert volume["secretName"] == "skewgate-signing-key"
         assert volume["mountPath"] == "/var/run/secrets/skewgate-signing"
-    assert not {"exec-blocked", "exec-finish-run-op"} & set(executors)  # those never see the key
+    assert not {"exec-blocked", "exec-blocked-2", "exec-blocked-3", "exec-finish-run-op"} & set(executors)
     with open(out) as handle:  # and the env var names the key inside the mount
         assert "/var/run/secrets/skewgate-signing/skewgate.key" in handle.read()
 
@@ -337,7 +394,9 @@ def _secret_env(out):
 
 MLFLOW_TASKS = {
     "release-gate": {"exec-export-op", "exec-calibrate-op", "exec-drift-op", "exec-parity-op",
-                     "exec-triton-probe-op", "exec-compare-op", "exec-promote-op", "exec-finish-run-op"},
+                     "exec-triton-probe-op", "exec-compare-op", "exec-promote-op", "exec-finish-run-op"}
+    # the same three steps in the two ways of serving a stateful model (STEP from zeros, from an initial state)
+    | {f"exec-{step}-{way}" for step in ("parity-op", "triton-probe-op", "promote-op") for way in (2, 3)},
     "nightly-drift": {"exec-nightly-drift-op", "exec-finish-run-op"},
     "nightly-drift-fanout": {"exec-nightly-drift-plan-op", "exec-nightly-drift-merge-op", "exec-finish-run-op"},
 }

@@ -20,8 +20,7 @@ def test_compiles_with_the_optionsparameter_defaults(tmp_path):
     assert split_steps(defaults.pop("required_steps")) == options.required
     assert defaults == {"alias": options.alias, "allow_warn": options.allow_warn,
                         "allow_unsigned": options.allow_unsigned, "trusted_public_keys": "", "pipeline_run_id": "",
-                        "policy": options.policy, "stream_model": ""}
-    assert options.stream is False  # no STEP model: stream checks are not required
+                        "policy": options.policy}
 
 
 def test_every_concatenated_public_key_becomes_a_trusted_key(tmp_path):

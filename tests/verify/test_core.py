@@ -175,3 +175,30 @@ def test_the_decision_binds_alias_and_required_steps(champion, tmp_path):
     failed = _failed(_verify(champion, tmp_path, required=("export", "parity")))
     assert failed["policy.required"] == "the decision required export, not parity; asked for export, parity"
     assert "evidence.parity" in failed  # a step asked for is checked too, and there is no verdict for it
+
+
+
+def test_a_stateful_champion_verifies_with_the_probe_judged_on_the_step_model_its_decision_names(tmp_path, tiny_onnx):
+    import onnx
+
+    from tests.promote.test_stream import REQUIRED, _evidence, _promote
+
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    full, step = model_dir / "model.onnx", tmp_path / "step.onnx"
+    full.write_bytes(tiny_onnx.read_bytes())
+    model = onnx.load(str(tiny_onnx))
+    model.producer_name = "step stand-in"
+    onnx.save(model, str(step))
+    (model_dir / "MLmodel").write_text(yaml.safe_dump(_mlmodel()))
+    registry = FakeRegistry()
+    assert _promote(_evidence(tmp_path / "v", full, step), full, step, registry).status == "pass"
+    stored = tmp_path / "attestations"
+    stored.mkdir()
+    for name, content in registry.attestations[(NAME, "1")].items():
+        (stored / name).write_bytes(content)
+    champion = Champion(version="1", tags=registry.versions[NAME]["1"], model_dir=model_dir,
+                        attestations_dir=stored)
+    verdict = _verify(champion, tmp_path, required=REQUIRED)
+    assert verdict.status == "pass", _failed(verdict)
+    assert verdict.check("evidence.probe").passed
