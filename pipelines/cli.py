@@ -208,8 +208,8 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         return 0
     if args.action == "finish":
         return _finish(args)
-    pipeline = load_pipeline(args.pipeline, local=args.action == "run") if args.action != "schedule" else None
     if args.action == "run":
+        pipeline = load_pipeline(args.pipeline, local=True)
         from skewgate.pipelines.local import run_locally
 
         try:
@@ -221,6 +221,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         print(f"{args.pipeline}: {'succeeded' if result.succeeded else 'FAILED'} (output: {result.output})",
               file=sys.stderr)
         return 0 if result.succeeded else 1
+    pipeline = load_pipeline(args.pipeline) if args.action != "schedule" else None
     from skewgate.common.cli_support import EXIT_ERROR
     from skewgate.common.errors import SkewgateError, map_errors
 

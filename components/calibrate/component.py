@@ -44,11 +44,16 @@ def calibrate_op(
         experiment: MLflow experiment of the step's run.
         pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
     """
+    from typing import cast
+
+    from skewgate.calibrate.int8.ranges import Method
     from skewgate.calibrate.run import CalibrateOptions, run_calibrate
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions, evaluate_and_record
 
-    options = CalibrateOptions(method=method, max_accuracy_drop=max_accuracy_drop)
+    # A KFP parameter is a plain string: `calibrate()` checks it is a `Method` before anything else (an
+    # InputError, recorded as the step's error verdict).
+    options = CalibrateOptions(method=cast(Method, method), max_accuracy_drop=max_accuracy_drop)
     result = evaluate_and_record(
         "calibrate",
         lambda run: run_calibrate(run, onnx=onnx_model.path, calibration=calibration_data.path,

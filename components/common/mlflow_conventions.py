@@ -305,10 +305,10 @@ def key_figure(verdict: Verdict) -> str:
     if failed:
         more = f" (+{len(failed) - 1} more failed)" if len(failed) > 1 else ""
         return _cut(figure(failed[0]), 120) + more
-    bounded = [c for c in verdict.checks if c.value is not None and c.limit is not None and c.value > 0
-               and c.limit > 0 and not c.value == c.limit == 1.0]  # 1 of 1: a yes/no check, no figure
+    bounded = [(c, c.value / c.limit) for c in verdict.checks if c.value is not None and c.limit is not None
+               and c.value > 0 and c.limit > 0 and not c.value == c.limit == 1.0]  # 1 of 1: a yes/no check
     if bounded:
-        closest = min(bounded, key=lambda c: abs(math.log(c.value / c.limit)))
+        closest, _ = min(bounded, key=lambda pair: abs(math.log(pair[1])))
         return _cut(f"{verdict.message}; closest to its limit: {figure(closest)}", 160)
     return _cut(verdict.message, 160)
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from skewgate.common.errors import InputError
 
+Choice = TypeVar("Choice", bound=str)
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 _MISSING = object()
 
@@ -63,11 +64,14 @@ class Fields:
             raise self._fail(key, "a SHA-256 as 64 lowercase hex digits", value)
         return value
 
-    def choice(self, key: str, choices: Sequence[str]) -> str:
+    def choice(self, key: str, choices: Sequence[Choice]) -> Choice:
+        """The string at `key`, which must be one of `choices`; typed as the choices are (a `Literal`'s values
+        from `get_args` give that `Literal`)."""
         value = self.string(key)
-        if value not in choices:
-            raise self._fail(key, f"one of {list(choices)}", value)
-        return value
+        for choice in choices:
+            if value == choice:
+                return choice
+        raise self._fail(key, f"one of {list(choices)}", value)
 
     def boolean(self, key: str) -> bool:
         value = self._raw(key)

@@ -15,10 +15,13 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from skewgate.common.errors import InputError
 from skewgate.common.strict_json import Fields
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # 2: `registry_tags` is a field of its own (version 1 kept it in `details`); 3: `settings`, what the step was
 # judged with (a policy bounds them: common/policy.py). Older files are still read, and written back byte for byte,
@@ -27,7 +30,8 @@ SCHEMA_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
 Status = Literal["pass", "warn", "fail", "error"]
 Severity = Literal["fail", "warn"]
-STATUSES: tuple[str, ...] = get_args(Status)
+STATUSES: tuple[Status, ...] = get_args(Status)
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 # A verdict larger than this is refused before it is parsed (a real one is tens of kilobytes).
 MAX_VERDICT_BYTES = 16 * 1024 * 1024
 # `field(default=None, metadata=OMIT_IF_NONE)`: a details field left out of the JSON while it is None (a pair that
@@ -334,7 +338,7 @@ def _check(fields: Fields) -> Check:
     check = Check(name=fields.string("name"), passed=fields.boolean("passed"),
                   value=fields.optional_number("value"), limit=fields.optional_number("limit"),
                   detail=fields.string("detail"),
-                  severity=fields.choice("severity", get_args(Severity)))
+                  severity=fields.choice("severity", SEVERITIES))
     fields.done()
     return check
 
@@ -353,6 +357,14 @@ def _stats(fields: Fields) -> TensorStats:
 def asdict_shallow(obj: Any) -> dict[str, Any]:
     """Field → value, without `dataclasses.asdict`'s deep copy (which cannot copy read-only mappings)."""
     return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
+def plain_details(details: Mapping[str, Any] | DataclassInstance) -> dict[str, Any]:
+    """`details` as a verdict holds them: a step's typed details dataclass field by field (a None field marked
+    `OMIT_IF_NONE` left out), read-only mappings and tuples as dicts and lists. For `Verdict(details=...)` and
+    `dataclasses.replace`, whose `details` is a mapping (`from_checks` takes the dataclass itself)."""
+    plain: dict[str, Any] = _plain(details)
+    return plain
 
 
 def _plain(value: Any) -> Any:

@@ -56,7 +56,6 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
              100 * data.weak_accuracy)
     tracking = mlflow_log.connect(tracking_uri, experiment=MODEL_NAME)
     public_key = _signing_keys(workdir / "keys")
-    kfp_options = {"pipeline_root": workdir / "kfp", "log_file": workdir / "kfp.log"}
     statuses = {}
     runs = [(f"release gate, {label} candidate ({candidate.name})", release_gate,
              {"candidate_model": str(candidate), "eval_data": str(data.examples),
@@ -69,7 +68,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
              for label, snapshot in (("healthy", data.current), ("unscaled-pixels", data.serving_bug))]
     for title, pipeline, arguments in runs:
         log.info("running the %s", title)
-        run = run_locally(pipeline, arguments, **kfp_options)
+        run = run_locally(pipeline, arguments, pipeline_root=workdir / "kfp", log_file=workdir / "kfp.log")
         _parent, verdicts = tracking.pipeline_verdicts(since_ms=run.started_ms)
         statuses[title] = {step: v.status for step, v in verdicts.items()}
         print(f"\n== {title}: run {'succeeded' if run.succeeded else 'FAILED (blocked)'} ==")

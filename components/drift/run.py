@@ -24,7 +24,7 @@ from skewgate.common.errors import BackendError, InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.registry import ChampionReader
 from skewgate.common.steps import DEFAULT_ALIAS
-from skewgate.common.verdict import Verdict, asdict_shallow
+from skewgate.common.verdict import Verdict, asdict_shallow, plain_details
 from skewgate.drift.core import (
     DriftDetails,
     DriftOptions,
@@ -236,7 +236,8 @@ def run_nightly(run: StepRun | None, registry: NightlyRegistry, *, model_name: s
     else:
         details = NightlyDetails(**base, model_version=found.version, run_date=date, shards=len(partials) or 1,
                                  series=judged.details["series"])
-    return dataclasses.replace(judged, details=details).judged_with(DEFAULTS)  # nightly judges at the defaults
+    # nightly judges at the defaults
+    return dataclasses.replace(judged, details=plain_details(details)).judged_with(DEFAULTS)
 
 
 def nightly_tag(status: str, date: str, run_id: str = "") -> str:

@@ -128,10 +128,12 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     # training mode, which ORT drops from the deployed graph, runs in it) — a finding, not noise, but never
     # allowed to change the verdict on the final outputs.
     fp32 = session(fp32_model)
-    int8_model = load_onnx(int8) if int8 else None
-    if int8_model is not None and [o.name for o in int8_model.graph.output] != outputs:
-        raise InputError(int8, field="outputs", expected=f"the FP32 model's outputs {outputs}",
-                         found=f"{[o.name for o in int8_model.graph.output]}")
+    int8_model = None
+    if int8:
+        int8_model = load_onnx(int8)
+        if [o.name for o in int8_model.graph.output] != outputs:
+            raise InputError(int8, field="outputs", expected=f"the FP32 model's outputs {outputs}",
+                             found=f"{[o.name for o in int8_model.graph.output]}")
     int8_session = int8_layers = None
     int8_names: dict[str, str] = {}  # INT8 value name → the FP32 value it stands for
     if int8_model is not None:

@@ -266,6 +266,7 @@ def behaviour_checks(triton: Triton, model: str, gated: GatedModel, feeds: Mappi
     opened: list[Triton] = []
 
     def serve(batch: Mapping[str, np.ndarray]) -> Arrays:
+        own: Triton | None  # this thread's client: the given one on the main thread, else its own
         if threading.current_thread() is threading.main_thread():
             own = triton
         elif (own := getattr(local, "client", None)) is None:

@@ -86,11 +86,13 @@ def save_profile(profile: ReferenceProfile, path: str | Path) -> Path:
         "bandwidths": list(profile.features.bandwidths), "ks_error_bound": profile.ks_error_bound,
         "extra": {k: v for k, v in profile.extra.items() if k != "raw_reference"},
     }
+    # allow_pickle=False: every array is numeric (the header a unicode string), and profiles are loaded without
+    # pickles; naming it also keeps the `**` of sketch arrays from standing for that keyword.
     with path.open("wb") as handle:  # a file handle: np.savez would otherwise append ".npz" to the name
         np.savez_compressed(
             handle, header=np.array(json.dumps(header)), edges=profile.edges, center=profile.center,
             scale=profile.scale, rff_weights=profile.features.weights, rff_offsets=profile.features.offsets,
-            mean_embedding=profile.mean_embedding, covariance=profile.covariance,
+            mean_embedding=profile.mean_embedding, covariance=profile.covariance, allow_pickle=False,
             **sketch_arrays(profile.sketches))
     return path
 

@@ -16,7 +16,7 @@ def layer_plot(result: ParityResult, path: str | Path) -> Path:
     """One panel per compared pair: max |error| / tolerance (FP32) or SQNR in dB (INT8), against depth."""
     plt = pyplot()
 
-    pairs = [p for p in (FP32, INT8, FP16) if result.layers.get(p)]
+    pairs: list[str | None] = [p for p in (FP32, INT8, FP16) if result.layers.get(p)]  # None: no panel
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(len(pairs) or 1, 1, figsize=(10, 3.2 * max(len(pairs), 1)), squeeze=False)

@@ -114,8 +114,8 @@ def stream_checks(triton: Triton, *, model: str, step: Callable[[Mapping[str, np
         reference.append(produced)
     tols = {}
     for name in outputs:
-        base = tolerances.get(name) or Tolerance.for_dtype(reference[0][0][name].dtype)
-        tols[name] = Tolerance(rtol=base.rtol * scale, atol=base.atol * scale)
+        given = tolerances.get(name) or Tolerance.for_dtype(reference[0][0][name].dtype)
+        tols[name] = Tolerance(rtol=given.rtol * scale, atol=given.atol * scale)
 
     local = threading.local()  # tritonclient's clients are not thread-safe: every worker gets its own connection
     opened: list[Triton] = []
@@ -123,6 +123,7 @@ def stream_checks(triton: Triton, *, model: str, step: Callable[[Mapping[str, np
 
     def send(sample: int, t: int, correlation_id: int) -> Arrays | str:
         """One step of one sequence: the outputs, or the server's refusal as text."""
+        own: Triton | None  # this thread's client: the given one on the main thread, else its own
         if threading.current_thread() is threading.main_thread():
             own = triton
         elif (own := getattr(local, "client", None)) is None:
