@@ -38,7 +38,7 @@ from skewgate.common.errors import BackendError, Inconsistent, InputError, check
 from skewgate.common.io import load_onnx, sha256_file
 from skewgate.common.policy import GatePolicy
 from skewgate.common.registry import Registry
-from skewgate.common.verdict import Check, Subject, Verdict
+from skewgate.common.verdict import Check, Subject, Verdict, plain_details
 
 log = logging.getLogger(__name__)
 STEP = "promote"
@@ -344,7 +344,7 @@ def promote(
     label = {"promoted": "promoted", "refused": "refused", "lost": "lost the race"}.get(outcome, "error")
     return Verdict(step=STEP, status=status, checks=final_checks, subject=decision.subject,
                    message=f"{label}: {reason}" if outcome != "lost" else reason, versions=decision.versions,
-                   details=details)
+                   details=plain_details(details))
 
 
 def int8_check(evidence: Mapping[str, Evidence], int8_sha: str) -> Check:

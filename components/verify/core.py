@@ -69,7 +69,7 @@ def verify_champion(*, model_name: str, alias: str, source: ChampionSource, trus
                             + (f", not {', '.join(missing)}" if missing else "")
                             + f"; asked for {', '.join(required) or '(nothing)'}"))
         # a stateful model's probe judged its STEP model, which the signed decision names (promote's `served`)
-        served = promotion.get("served") if isinstance(promotion.get("served"), dict) else {}
+        served = named if isinstance(named := promotion.get("served"), dict) else {}
         for step in dict.fromkeys([*decided, *required]):
             checks.append(_step_check(champion.attestations_dir, step, trusted, str(served.get(step, expected)),
                                       policy, gates, promotion.get("evidence", {}).get(step, {})))

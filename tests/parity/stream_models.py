@@ -146,3 +146,43 @@ def build_decoder(directory: Path) -> dict[str, Path]:
                                             ["logits", "k_next", "v_next", "pos_next"],
                                             directory / f"dec_step_{defect or 'faithful'}.onnx")
     return files
+
+
+class LastStep(nn.Module):
+    """A sequence classifier as evaluated: the GRU's logits at the last step only ([N, T, F] → [N, C])."""
+
+    def __init__(self, full: GRUClassifier) -> None:
+        super().__init__()
+        self.full = full
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.full(x)[:, -1]
+
+
+def build_release(directory: Path, *, samples: int = 256) -> dict[str, Path]:
+    """What the release gate takes for a stateful candidate: FULL (`LastStep`, .pt2), its faithful STEP (.onnx)
+    and learned initial state (.npz), evaluation sequences labelled with FULL's answers, calibration sequences,
+    and reference/current features (each sequence's per-feature mean, both halves of one distribution)."""
+    torch.manual_seed(0)
+    gru = GRUClassifier().eval()
+    model = LastStep(gru).eval()
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(samples, STEPS, FEATURES)).astype(np.float32)
+    with torch.no_grad():
+        labels = model(torch.from_numpy(x)).argmax(-1).numpy()
+    files = {"eval": directory / "eval.npz", "calibration": directory / "calibration.npz",
+             "h0": directory / "h0.npz", "pt2": directory / "full.pt2", "step": directory / "step.onnx"}
+    np.savez(files["eval"], x=x, labels=labels)
+    np.savez(files["calibration"], x=rng.normal(size=(4 * samples, STEPS, FEATURES)).astype(np.float32))
+    np.savez(files["h0"], h=gru.h0.detach().numpy())
+    features = x.mean(axis=1)
+    for name, half in (("reference", features[: samples // 2]), ("current", features[samples // 2:])):
+        files[name] = directory / f"{name}.npz"
+        np.savez(files[name], **{f"f{i}": half[:, i] for i in range(FEATURES)})
+    program = torch.export.export(model, (torch.from_numpy(x[:2]),),
+                                  dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=1024)},))
+    torch.export.save(program, str(files["pt2"]))
+    step_args = (torch.from_numpy(x[:2, 0]), torch.zeros(2, HIDDEN))
+    with torch.no_grad():
+        _onnx(Step(gru), step_args, ["x", "h"], ["logits", "h_next"], files["step"])
+    return files

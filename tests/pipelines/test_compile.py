@@ -210,9 +210,9 @@ def _compile(tmp_path, *args):
 
 
 def test_every_step_requests_and_limits_cpu_and_memory(spec):
-    from skewgate.pipelines.resources import DEFAULTS
-
     import re
+
+    from skewgate.pipelines.resources import DEFAULTS
 
     resources = _resources(spec)
     assert {re.sub(r"-\d+$", "", label) for label in resources} == {
