@@ -6,7 +6,8 @@ WORK   ?= work
 # tritonserver (from the nvidia-pytriton wheel) and its backend's own Python environment live here
 export SKEWGATE_TRITON_HOME ?= $(CURDIR)/.triton
 # The component image; BASE_IMAGE defaults to one made here with debootstrap (no registry is reachable)
-IMAGE      ?= skewgate:0.1.0
+VERSION    := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' components/skewgate/__init__.py)
+IMAGE      ?= skewgate:$(VERSION)
 BASE_IMAGE ?= skewgate-base:bookworm
 
 .PHONY: setup triton demo test test-packages test-unit lint compile bench clean images e2e-docker
@@ -60,7 +61,7 @@ test-unit: $(VENV)/.installed-test
 	$(BIN)/pytest -m "not integration"
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check components pipelines tests benchmarks
+	$(BIN)/ruff check components tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -1,4 +1,4 @@
-"""Nightly false alarms over a year: the anytime-valid series (components/drift/stats/series.py) beside the
+"""Nightly false alarms over a year: the anytime-valid series (components/skewgate/drift/stats/series.py) beside the
 per-night test.
 
 Each simulated year draws one reference profile (n standard-normal values, the stored profile with its own

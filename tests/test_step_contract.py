@@ -1,6 +1,7 @@
 """The step contract, literally: every step folder holds the same five files (anything else lives in one
 clearly named subpackage), and each component's parameter defaults are the options dataclass's defaults."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -23,19 +24,40 @@ def test_every_step_folder_has_the_same_five_files(step):
 
 
 def test_the_readme_layout_names_every_step_folder():
-    readme = (ROOT.parent / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT.parents[1] / "README.md").read_text(encoding="utf-8")
     for step in STEPS:
         assert f"{step}/" in readme, f"the README's layout section does not name {step}/"
 
 
 def test_every_package_folder_ships_in_the_wheel():
-    """A subpackage missing from pyproject's `packages` works here (editable install) and breaks the image."""
+    """pyproject's `packages.find` ships regular packages only: a folder of modules without `__init__.py` imports
+    here (the editable install) and is missing from the wheel, so from the image."""
+    from setuptools import find_packages
+
+    shipped = set(find_packages(ROOT.parent, include=["skewgate*"]))
+    folders = {".".join(folder.relative_to(ROOT.parent).parts) for folder in {p.parent for p in ROOT.rglob("*.py")}}
+    assert folders <= shipped, f"not shipped (no __init__.py): {sorted(folders - shipped)}"
+    assert "skewgate.pipelines" in shipped
+
+
+def test_one_version_string():
+    """`skewgate.__version__` is the version: the wheel's (pyproject reads it), the image tags', the pipeline
+    version prefix's and the chart's appVersion (which Helm needs spelled out; this holds it equal)."""
     import tomllib
 
-    listed = set(tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    found = {"skewgate." + ".".join(p.parent.relative_to(ROOT).parts) if p.parent != ROOT else "skewgate"
-             for p in ROOT.rglob("__init__.py")}
-    assert found - {"skewgate.pipelines"} <= listed, f"not in pyproject packages: {sorted(found - listed)}"
+    import yaml
+
+    from skewgate.common.images import GPU_IMAGE, IMAGE
+    from skewgate.pipelines.schedule import Schedule
+
+    project = tomllib.loads((ROOT.parents[1] / "pyproject.toml").read_text())
+    assert project["project"]["dynamic"] == ["version"] and "version" not in project["project"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "skewgate.__version__"}
+    chart = yaml.safe_load((ROOT.parents[1] / "charts" / "skewgate" / "Chart.yaml").read_text())
+    assert chart["appVersion"] == skewgate.__version__
+    if "SKEWGATE_IMAGE" not in os.environ:
+        assert IMAGE.endswith(f":{skewgate.__version__}") and GPU_IMAGE.endswith(f":{skewgate.__version__}")
+    assert Schedule(cron="0 0 2 * * *", params={}).version == skewgate.__version__
 
 
 def _components_with_an_alias():

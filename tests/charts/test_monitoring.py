@@ -13,7 +13,7 @@ import yaml
 from skewgate.common.verdict import STATUSES
 from tests.charts.test_chart import NIGHTLY, kinds, render
 
-ALERTING = Path(__file__).resolve().parents[2] / "components" / "drift" / "outputs" / "alerting.py"
+ALERTING = Path(__file__).resolve().parents[2] / "components" / "skewgate" / "drift" / "outputs" / "alerting.py"
 STALE_AFTER_HOURS = 30
 MONITORED = {**NIGHTLY, "nightlyDrift": {**NIGHTLY["nightlyDrift"], "pushgatewayUrl": "http://pushgateway.monitoring:9091"},
              "monitoring": {"enabled": True, "staleAfterHours": STALE_AFTER_HOURS}}

@@ -130,7 +130,7 @@ def test_a_failing_verdict_ends_its_step_run_failed_and_a_passing_one_finished(t
 
 
 def test_the_steps_settings_and_inputs_are_logged_from_what_it_was_built_with(tmp_path):
-    """The export step's entry (components/export/run.py) closes over its options dataclass and its input paths:
+    """The export step's entry (skewgate/export/run.py) closes over its options dataclass and its input paths:
     every step run gets them as params and datasets without logging them itself."""
     from dataclasses import dataclass
 

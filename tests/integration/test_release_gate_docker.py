@@ -8,8 +8,8 @@ import pytest
 from mlflow import MlflowClient
 
 from skewgate.common import mlflow_log
+from skewgate.common.images import IMAGE
 from skewgate.demo.digits import train_and_save
-from skewgate.images import IMAGE
 from skewgate.pipelines.local import run_locally
 from skewgate.pipelines.release_gate import release_gate
 from tests.integration.conftest import signing_keys

@@ -19,10 +19,10 @@ from typing import Any
 from kfp import dsl
 
 from skewgate.calibrate.component import calibrate_op
+from skewgate.common.images import GPU_IMAGE
 from skewgate.compare.component import compare_op
 from skewgate.drift.component import drift_op
 from skewgate.export.component import export_op
-from skewgate.images import GPU_IMAGE
 from skewgate.parity.component import parity_op
 from skewgate.pipelines.credentials import mlflow_secret, mount_mlflow_credentials
 from skewgate.pipelines.finalize import add_finisher

@@ -2,7 +2,7 @@
 
 from kfp import dsl
 
-from skewgate.images import IMAGE
+from skewgate.common.images import IMAGE
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)

@@ -7,8 +7,10 @@ builds); `SKEWGATE_IMAGE_DIGEST` (`sha256:…`), when known, pins it: the compil
 
 import os
 
-_name = os.environ.get("SKEWGATE_IMAGE", "skewgate:0.1.0")
+from skewgate import __version__
+
+_name = os.environ.get("SKEWGATE_IMAGE", f"skewgate:{__version__}")
 _digest = os.environ.get("SKEWGATE_IMAGE_DIGEST", "")
 IMAGE = f"{_name}@{_digest}" if _digest else _name
 # The GPU variant's image (docker/Dockerfile.gpu), for the steps that take a GPU in the GPU variant pipeline.
-GPU_IMAGE = os.environ.get("SKEWGATE_GPU_IMAGE", "skewgate-gpu:0.1.0")
+GPU_IMAGE = os.environ.get("SKEWGATE_GPU_IMAGE", f"skewgate-gpu:{__version__}")

@@ -3,7 +3,7 @@ maps artifacts to paths and calls run.py; the MLflow registry is built here, at 
 
 from kfp import dsl
 
-from skewgate.images import IMAGE
+from skewgate.common.images import IMAGE
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)

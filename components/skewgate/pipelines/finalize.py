@@ -9,7 +9,7 @@ from typing import Any
 
 from kfp import dsl
 
-from skewgate.images import IMAGE
+from skewgate.common.images import IMAGE
 from skewgate.pipelines.credentials import mount_mlflow_credentials
 from skewgate.pipelines.resources import apply
 

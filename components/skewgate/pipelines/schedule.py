@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from skewgate import __version__
 from skewgate.common.errors import InputError, map_errors
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ class Schedule:
     params: Mapping[str, str]  # the nightly pipeline's arguments
     experiment: str = "skewgate"
     namespace: str | None = None
-    version: str = "0.1.0"  # pipeline version name prefix (the chart passes its appVersion)
+    version: str = __version__  # pipeline version name prefix (the chart passes its appVersion)
     recurring: bool = True  # False: upload the pipelines only
     nightly: str = NIGHTLY  # the pipeline the recurring run runs: nightly-drift or nightly-drift-fanout
 
