@@ -5,10 +5,9 @@ Called from inside component functions, where the artifacts are the live `dsl.Ou
 
 from __future__ import annotations
 
-import html
-import re
 from typing import Any
 
+from skewgate.common.markdown import cell, escape
 from skewgate.common.verdict import Verdict
 
 
@@ -16,30 +15,17 @@ def to_markdown(verdict: Verdict) -> str:
     """The report shown in the KFP UI: status, message, a table of checks, the judged artifact. Every string
     that a model, a data set or a user chose (names, messages, paths) is escaped: it is text, never markup."""
     icon = {"pass": "✅", "warn": "⚠️", "fail": "❌", "error": "💥"}[verdict.status]
-    lines = [f"# {md_escape(verdict.step)}: {icon} {verdict.status.upper()}", "", md_escape(verdict.message), ""]
+    lines = [f"# {escape(verdict.step)}: {icon} {verdict.status.upper()}", "", escape(verdict.message), ""]
     if verdict.checks:
         lines += ["| check | passed | value | limit | detail |", "|---|---|---|---|---|"]
         for c in verdict.checks:
             value = "" if c.value is None else f"{c.value:.4g}"
             limit = "" if c.limit is None else f"{c.limit:.4g}"
-            lines.append(f"| {_cell(c.name)} | {'yes' if c.passed else '**no**'} | {value} | {limit} "
-                         f"| {_cell(c.detail)} |")
+            lines.append(f"| {cell(c.name)} | {'yes' if c.passed else '**no**'} | {value} | {limit} "
+                         f"| {cell(c.detail)} |")
     if verdict.subject is not None:
-        lines += ["", f"Artifact: {md_escape(verdict.subject.artifact)} sha256 `{verdict.subject.sha256}`"]
+        lines += ["", f"Artifact: {escape(verdict.subject.artifact)} sha256 `{verdict.subject.sha256}`"]
     return "\n".join(lines) + "\n"
-
-
-def md_escape(text: str) -> str:
-    """Plain text inside Markdown: HTML is entity-escaped (KFP's renderer passes raw HTML through) and every
-    Markdown metacharacter is backslash-escaped, so `<img onerror=…>` or `[x](javascript:…)` stays literal."""
-    return html.escape(_MARKDOWN_SPECIAL.sub(r"\\\g<0>", text), quote=False)
-
-
-def _cell(text: str) -> str:
-    return md_escape(text).replace("\n", " ")
-
-
-_MARKDOWN_SPECIAL = re.compile(r"[\\`*_{}\[\]()#+\-.!|~]")
 
 
 def finish(verdict: Verdict, *, verdict_artifact: Any, metrics: Any, report: Any, attestation: Any = None) -> str:

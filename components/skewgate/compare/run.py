@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import html
-import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast, get_args
 
+from skewgate.common import markdown
 from skewgate.common.errors import InputError
 from skewgate.common.publishing import publish, write_text
 from skewgate.common.recording import TrackingOptions, evaluate_and_record
@@ -153,27 +152,19 @@ def _judge_in_run(run: StepRun | None, *, onnx: str | Path, model_name: str, eva
     return verdict
 
 
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
-
-
-def escape(text: object) -> str:
-    """Plain text for a Markdown table cell: no HTML, no emphasis or links, no cell breaks."""
-    return _MARKDOWN.sub(r"\\\1", html.escape(str(text), quote=False)).replace("\n", " ").replace("\r", " ")
-
-
 def comparison_markdown(verdict: Verdict) -> str:
     details = verdict.details
     champion = details.get("champion")
-    lines = [f"# compare: {verdict.status.upper()}", "", escape(verdict.message), "",
-             f"Task: {escape(details.get('task'))}, {details.get('samples')} samples; champion: "
-             + (escape(champion["label"]) if champion else "none (first promotion)"), "",
+    lines = [f"# compare: {verdict.status.upper()}", "", markdown.cell(verdict.message), "",
+             f"Task: {markdown.cell(details.get('task'))}, {details.get('samples')} samples; champion: "
+             + (markdown.cell(champion["label"]) if champion else "none (first promotion)"), "",
              "| slice | metric | champion | candidate | difference | interval | allowed regression | result |",
              "|---|---|---|---|---|---|---|---|"]
     confidence = details.get("confidence", 0.95)
     for row in details.get("table", []):
         interval = "" if "ci_low" not in row else f"[{row['ci_low']:+.4g}, {row['ci_high']:+.4g}]"
         result = "" if "passed" not in row else ("ok" if row["passed"] else "**blocked**")
-        lines.append(f"| {escape(row['slice'])} | {row['metric']} | {_num(row.get('champion'))} "
+        lines.append(f"| {markdown.cell(row['slice'])} | {row['metric']} | {_num(row.get('champion'))} "
                      f"| {_num(row['candidate'])} | {_num(row.get('difference'), sign=True)} | {interval} "
                      f"| {_num(row.get('allowed'))} | {result} |")
     lines.append(f"\nIntervals: paired bootstrap, {details.get('resamples')} resamples, {confidence:.0%}.")
@@ -181,12 +172,12 @@ def comparison_markdown(verdict: Verdict) -> str:
     if slices:
         worst = slices.get("worst")
         if worst:
-            lines.append(f"\nWorst slice: **{escape(worst['slice'])}** ({worst['metric']} "
+            lines.append(f"\nWorst slice: **{markdown.cell(worst['slice'])}** ({worst['metric']} "
                          f"{_num(worst['candidate'])}).")
         small = [s for s in slices["slices"] if not s["judged"]]
         if small:
             lines.append(f"\nNot judged (fewer than {slices['min_size']} samples): "
-                         + ", ".join(f"{escape(s['slice'])} ({s['samples']})" for s in small))
+                         + ", ".join(f"{markdown.cell(s['slice'])} ({s['samples']})" for s in small))
     return "\n".join(lines) + "\n"
 
 

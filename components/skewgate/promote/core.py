@@ -483,10 +483,7 @@ def description(evidence: Mapping[str, Evidence], decision: Verdict, policy: Pol
     the first 12 hex digits of the SHA-256 of its verdict file (the file is in the attestations) — and what a
     refusal refused. Verdict text is user-influenced, so it is escaped."""
     from skewgate.common import mlflow_conventions as conv
-    from skewgate.common.kfp_io import md_escape
-
-    def cell(text: str) -> str:
-        return md_escape(text).replace("\n", " ")
+    from skewgate.common.markdown import cell
 
     assert decision.subject is not None
     outcome = outcome or ("promoted" if decision.status == "pass" else "refused")
