@@ -12,6 +12,7 @@ from skewgate.common import mlflow_log
 from skewgate.common.errors import Inconsistent, InputError, Rejected, Unreachable
 from skewgate.common.io import sha256_file
 from skewgate.common.verdict import Check, Subject, Verdict
+from tests.support.promotion_log import read_promotion_log
 
 
 @pytest.fixture
@@ -79,7 +80,7 @@ def test_registry_round_trip(tracking, tiny_onnx, name):
         assert not registry.version_exists(name, "99")
         registry.append_promotion_log(name, {"at": "2026-01-01T00:00:00.000+00:00", "n": 1})
         registry.append_promotion_log(name, {"at": "2026-01-01T00:00:01.000+00:00", "n": 2})
-    assert [r["n"] for r in mlflow_log.read_promotion_log(tracking)] == [1, 2]
+    assert [r["n"] for r in read_promotion_log(tracking)] == [1, 2]
     log_run = MlflowClient(tracking.uri).search_runs([tracking.experiment_id],
                                                       "tags.`skewgate.kind` = 'promotion-log'")[0]
     assert log_run.info.status == "FINISHED"

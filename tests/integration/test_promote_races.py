@@ -17,6 +17,7 @@ from skewgate.common import attest, mlflow_log
 from skewgate.common.io import sha256_file
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.export.run import ExportOptions
+from tests.support.promotion_log import read_promotion_log
 
 pytestmark = pytest.mark.integration
 NAME = "races"
@@ -49,7 +50,7 @@ def test_concurrent_promotions_of_one_artifact_end_with_one_version(mlflow_url, 
     versions = client.search_model_versions(f"name='{NAME}'")
     assert len(versions) == 1
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == str(versions[0].version)
-    records = mlflow_log.read_promotion_log(mlflow_log.connect(mlflow_url, experiment=NAME))
+    records = read_promotion_log(mlflow_log.connect(mlflow_url, experiment=NAME))
     assert len(records) == ATTEMPTS and all(r["promoted"] for r in records)
 
 
@@ -93,7 +94,7 @@ def test_concurrent_promotions_of_different_artifacts_end_with_one_winner(mlflow
         if code == 2:
             assert report["details"]["outcome"] == "lost" and report["details"]["promoted"] is False
             assert re.search(rf"lost the race to v{champion}\b", result.stderr), result.stderr
-    records = mlflow_log.read_promotion_log(mlflow_log.connect(mlflow_url, experiment=name))
+    records = read_promotion_log(mlflow_log.connect(mlflow_url, experiment=name))
     assert len(records) == CONTENDERS
     assert [r["version"] for r in records if r["promoted"]] == [champion]
     assert all(r["outcome"] == "lost" and r["alias_version"] == champion for r in records if not r["promoted"])

@@ -11,6 +11,7 @@ from skewgate.pipelines.local import run_locally
 from skewgate.pipelines.nightly_drift import nightly_drift_local
 from skewgate.pipelines.release_gate import release_gate
 from tests.integration.conftest import signing_keys
+from tests.support.promotion_log import read_promotion_log
 
 pytestmark = pytest.mark.integration
 NAME = "digits-it"
@@ -141,7 +142,7 @@ def test_nightly_drift_tags_the_champion_and_fails_on_drift(runs, mlflow_url):
 
 
 def test_promotion_log_holds_both_attempts(runs, mlflow_url):
-    records = mlflow_log.read_promotion_log(mlflow_log.connect(mlflow_url, experiment=NAME))
+    records = read_promotion_log(mlflow_log.connect(mlflow_url, experiment=NAME))
     assert [r["promoted"] for r in records] == [True, False, False]
 
 

@@ -796,20 +796,6 @@ def _download(tracking_uri: str, artifact_uri: str, directory: Path) -> Path:
                                                         tracking_uri=tracking_uri))
 
 
-def read_promotion_log(tracking: Tracking) -> list[dict[str, Any]]:
-    """Every promotion record of the experiment, oldest first."""
-    import json
-
-    query = f"tags.`{conv.PROMOTION_LOG_TAG}` = '{conv.PROMOTION_LOG_KIND}'"
-    client = tracking.client
-    texts = []
-    with tracking.mapped("read the promotion log"), tempfile.TemporaryDirectory() as tmp:
-        for run in client.search_runs([tracking.experiment_id], query, max_results=50):
-            for item in client.list_artifacts(run.info.run_id, conv.PROMOTION_LOG_DIR):
-                texts.append(Path(client.download_artifacts(run.info.run_id, item.path, tmp)).read_text("utf-8"))
-    return sorted((json.loads(text) for text in texts), key=lambda r: str(r.get("at")))
-
-
 def onnx_external_data(path: Path) -> set[str]:
     """The external-data locations (relative to the file's folder, as written) that the ONNX file at `path`
     references: what ONNX Runtime also reads when it loads it. The file is parsed, its external data not read."""

@@ -13,7 +13,6 @@ batch of intermediates.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -494,9 +493,3 @@ def _isolated(name: str, matching: Matching, torch_values: dict[str, np.ndarray]
                 "error is inherited")
     return (f"isolated on PyTorch's inputs it still diverges (max |a-e| {alone.max_abs:.3g}, {samples} samples): "
             "the error is introduced here")
-
-
-def worst_layer(rows: list[dict[str, Any]]) -> str | None:
-    """The matched value with the largest max-abs error (used to compare with other tools)."""
-    finite = [r for r in rows if r["max_abs"] is not None and math.isfinite(r["max_abs"])]
-    return max(finite, key=lambda r: r["max_abs"])["value"] if finite else None

@@ -45,10 +45,6 @@ class ReferenceECDF:
         return cls(values=values[ranks], ranks=ranks, n=n)
 
     @property
-    def is_exact(self) -> bool:
-        return self.ranks is None
-
-    @property
     def error_bound(self) -> float:
         """Largest possible error of the reference CDF, hence of the KS statistic."""
         if self.ranks is None:
