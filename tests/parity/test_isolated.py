@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from skewgate.common.matching import Matching
 from skewgate.common.rounding import first_samples
 from skewgate.parity.core import LAYER_TOLERANCE, _isolated, batch_axis
+from skewgate.parity.internals.matching import Matching
 
 X = np.linspace(-2, 2, 24, dtype=np.float32).reshape(4, 6)
 RELU = np.maximum(X, 0)

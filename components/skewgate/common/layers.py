@@ -1,7 +1,7 @@
 """The layerwise machinery: record chosen intermediates of the PyTorch program, expose those of an ONNX model.
 
-Which value pairs with which is `matching.py`'s business (by provenance, never by name). The ONNX side exposes
-its intermediates as extra graph outputs; the PyTorch side returns them beside its outputs.
+Which value pairs with which is parity's business (`parity/internals/matching.py`: by provenance, never by name). The
+ONNX side exposes its intermediates as extra graph outputs; the PyTorch side returns them beside its outputs.
 """
 
 from __future__ import annotations

@@ -27,11 +27,11 @@ from skewgate.common.error_stats import RunningError, logit_agreement
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.layers import OnnxValue, TorchRecorder, onnx_values, quantized_counterparts, with_intermediates
-from skewgate.common.matching import Matching, match
 from skewgate.common.rounding import Rounding, first_samples, measure
 from skewgate.common.runtime import run_by_name, session
 from skewgate.common.triton.client import Protocol
 from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
+from skewgate.parity.internals.matching import Matching, match
 
 log = logging.getLogger(__name__)
 STEP = "parity"
