@@ -39,3 +39,28 @@ def test_step_tags_carry_the_verdict_digest():
     verdict = Verdict.from_checks("export", [Check("a", passed=False, value=2.0)], subject=None)
     assert conv.step_tags(verdict)[conv.VERDICT_DIGEST_TAG] == verdict.digest()
     assert conv.step_metrics("export", verdict) == {"export.a": 2.0}
+
+
+def test_every_tag_name_is_spelled_in_one_module():
+    """A `skewgate.…` string anywhere else is a tag name spelled twice (or a module path, which is fine)."""
+    import ast
+    import re
+    from pathlib import Path
+
+    import skewgate
+
+    root = Path(skewgate.__file__).parent
+    modules = {".".join(p.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__")
+               for p in root.rglob("*.py")}
+    # attest.py names fields of the signed in-toto statement, the key files are files, and `skewgate.states` is a
+    # Triton model-config parameter (read by the served model.py, which cannot import skewgate): none is a tag
+    files = {"skewgate.key", "skewgate.pub", "skewgate.states"}
+    spelled = []
+    for path in root.rglob("*.py"):
+        if path.name in ("mlflow_conventions.py", "attest.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                    re.fullmatch(r"skewgate\.[\w.]+", node.value) and node.value not in modules | files:
+                spelled.append(f"{path.relative_to(root)}:{node.lineno}: {node.value}")
+    assert not spelled, "tag names outside common/mlflow_conventions.py:\n" + "\n".join(spelled)

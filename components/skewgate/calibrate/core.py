@@ -30,6 +30,7 @@ from skewgate.calibrate.int8.equalize import equalizable_pairs, equalize
 from skewgate.calibrate.int8.evaluate import Evaluation, Fp32Side, judge, layerwise, platform, reference
 from skewgate.calibrate.int8.quantize import WEIGHTED_OPS, Quantizer, nodes_touching, tensors_to_calibrate
 from skewgate.calibrate.int8.ranges import Choice, Method, choose
+from skewgate.common import mlflow_conventions as conv
 from skewgate.common.compare import Tolerance
 from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import InputError
@@ -174,10 +175,10 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
         unfused_drop=UnfusedDrop(first=first_view.drop, final=view.drop), int8_coverage=int8_coverage,
         outliers=tuple(t for t in tensors if t["outlier"]), int8=Int8File(path=str(out), sha256=final.sha256),
         non_finite_fp32=found.keep_fp32 or None)
-    registry_tags = {"skewgate.calibrate.excluded_nodes": ",".join(excluded) or "none",
-                     "skewgate.calibrate.accuracy_drop": f"{final.drop:.4f}",
-                     "skewgate.calibrate.int8_mac_share": f"{int8_coverage['mac_share']:.4f}",
-                     "skewgate.calibrate.int8_sha256": final.sha256}
+    registry_tags = {conv.CALIBRATE_EXCLUDED_TAG: ",".join(excluded) or "none",
+                     conv.CALIBRATE_DROP_TAG: f"{final.drop:.4f}",
+                     conv.CALIBRATE_MAC_SHARE_TAG: f"{int8_coverage['mac_share']:.4f}",
+                     conv.CALIBRATE_INT8_SHA_TAG: final.sha256}
     # The subject is the FP32 model the gate judges (promote matches it against the file it promotes); the INT8
     # file it produced is in the details and the registry tags.
     subject = Subject(artifact=str(onnx), sha256=sha256_file(onnx),

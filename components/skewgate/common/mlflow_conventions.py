@@ -59,14 +59,42 @@ _SECRET_KEY = re.compile(r"password|passwd|secret|token|credential|api_?key|priv
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 RUN_NAME_TAG = "mlflow.runName"
 RUN_NAME_LIMIT = 250
-# A registered version carries a handful of tags (DESIGN.md, "MLflow conventions"): the digest of its ONNX file,
-# where its attestations are, the promotion's outcome and reason (promote writes those), and the few tags a later
-# step reads back from the version — the drift profile the nightly run compares serving data with (drift/run.py's
-# PROFILE_URI_TAG and PROFILE_SHA_TAG; tests/promote/test_registry_view.py keeps the two lists equal). Every
-# step's evidence is the description's table and the attestation folder, not a tag each.
+# Every tag name skewgate writes or reads is here. A registered version carries a handful (DESIGN.md, "MLflow
+# conventions"): the digest of its ONNX file, where its attestations are, the promotion's outcome and reason
+# (promote writes those), and the few tags a later step reads back from the version — the drift profile the
+# nightly run compares serving data with. Every step's evidence is the description's table and the attestation
+# folder, not a tag each.
 ATTESTATION_URI_TAG = "skewgate.attestation.uri"
 PROMOTION_TAGS = ("skewgate.promotion.status", "skewgate.promotion.reason")
-READ_BACK_TAGS = frozenset({"skewgate.drift.profile_uri", "skewgate.drift.profile_sha256"})
+PROFILE_URI_TAG = "skewgate.drift.profile_uri"  # where the champion's reference profile is (drift writes it)
+PROFILE_SHA_TAG = "skewgate.drift.profile_sha256"
+READ_BACK_TAGS = frozenset({PROFILE_URI_TAG, PROFILE_SHA_TAG})
+# The last night, in one tag: "<status> <date>[ run <step run id>]"; the status leads, so
+# `tags.\`skewgate.drift.nightly\` LIKE 'fail%'` finds the drifted champions.
+NIGHTLY_TAG = "skewgate.drift.nightly"
+SERIES_TAG_PREFIX = "skewgate.drift.series."  # the anytime-valid series' state between nights (drift/stats/series.py)
+# A companion version registered beside the FP32 one (`<model>-int8`, `<model>-step`) names the version it belongs to
+FP32_MODEL_TAG, FP32_VERSION_TAG, FP32_SHA_TAG = "skewgate.fp32.model", "skewgate.fp32.version", "skewgate.fp32.sha256"
+# What a step's verdict asks to be tagged under its own `skewgate.<step>.` prefix and another step reads
+CALIBRATE_INT8_SHA_TAG = "skewgate.calibrate.int8_sha256"  # the INT8 file calibrate wrote (promote checks it)
+COMPARE_CHAMPION_VERSION_TAG = "skewgate.compare.champion_version"
+COMPARE_CHAMPION_SHA_TAG = "skewgate.compare.champion_sha256"
+# A promote run announces what it is moving (promote's contention: common/mlflow_log.py)
+PROMOTE_TARGET_TAG = "skewgate.promote.target"  # `name@alias`
+PROMOTE_VERSION_TAG = "skewgate.promote.version"  # the version it moves the alias to, once known
+PROCESS_TAG = "skewgate.process"  # `host:pid:start` of the process running a step run
+ENDED_AS_STALE_TAG = "skewgate.ended_as_stale"  # why a run left RUNNING by a process that is gone was ended
+# A pipeline run's MLflow parent run and its step runs
+STEP_TAG = "skewgate.step"  # on a step run: which step
+ROLE_TAG = "skewgate.role"  # `pipeline` on the parent run
+PIPELINE_TAG = "skewgate.pipeline"  # on the parent run: release-gate, nightly-drift, …
+REASON_TAG = "skewgate.reason"  # on the parent run: why the outcome is what it is
+CANDIDATE_SHA_TAG = "skewgate.candidate_sha256"
+MODEL_VERSION_TAG = "skewgate.model_version"  # the registry version the run promoted or refused
+# calibrate's verdict asks for these on the promoted version's run (its `skewgate.calibrate.` prefix)
+CALIBRATE_EXCLUDED_TAG = "skewgate.calibrate.excluded_nodes"
+CALIBRATE_DROP_TAG = "skewgate.calibrate.accuracy_drop"
+CALIBRATE_MAC_SHARE_TAG = "skewgate.calibrate.int8_mac_share"
 MAX_VERSION_TAGS = 2 + len(PROMOTION_TAGS) + len(READ_BACK_TAGS)
 DESCRIPTION_LIMIT = 60000  # characters MLflow keeps of a description (its column is TEXT; the UI shows it all)
 UI_WORKFLOW = "workflowType=machine_learning"  # the MLflow 3 UI's "Model training" view (see EXPERIMENT_KIND_TAG)

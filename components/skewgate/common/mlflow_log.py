@@ -86,7 +86,7 @@ class Tracking:
         parent = self.parent_run(pipeline_run_id)
         with self.mapped(f"create the {step} run"):
             run = self.client.create_run(self.experiment_id, run_name=step, tags={
-                "mlflow.parentRunId": parent, "skewgate.step": step, conv.PIPELINE_RUN_TAG: pipeline_run_id or ""})
+                "mlflow.parentRunId": parent, conv.STEP_TAG: step, conv.PIPELINE_RUN_TAG: pipeline_run_id or ""})
         status = "FAILED"
         step_run = StepRun(self, run.info.run_id, step)
         error = ""
@@ -123,7 +123,7 @@ class Tracking:
         name = f"pipeline-{pipeline_run_id}" if pipeline_run_id else "skewgate-cli"
         with self.mapped(f"create the parent run {name}"):
             run = self.client.create_run(self.experiment_id, run_name=name, tags={
-                conv.PIPELINE_RUN_TAG: pipeline_run_id or "", "skewgate.role": "pipeline"})
+                conv.PIPELINE_RUN_TAG: pipeline_run_id or "", conv.ROLE_TAG: "pipeline"})
         return str(run.info.run_id)
 
     def run_verdicts(self, parent_run_id: str) -> dict[str, Verdict]:
@@ -134,7 +134,7 @@ class Tracking:
             children = self.client.search_runs([self.experiment_id],
                                                f"tags.`mlflow.parentRunId` = '{parent_run_id}'")
             for child in sorted(children, key=lambda r: r.info.start_time):
-                step = child.data.tags.get("skewgate.step", "")
+                step = child.data.tags.get(conv.STEP_TAG, "")
                 name = f"{step}.verdict.json"
                 if any(f.path == name for f in self.client.list_artifacts(child.info.run_id)):
                     verdicts[step] = Verdict.read(self.client.download_artifacts(child.info.run_id, name, tmp))
@@ -145,10 +145,10 @@ class Tracking:
         the digest and the reason (also the run's description), and the summary metrics."""
         from mlflow.entities import Metric, RunTag
 
-        tags = {conv.OUTCOME_TAG: outcome.label, "skewgate.reason": outcome.reason[:5000],
+        tags = {conv.OUTCOME_TAG: outcome.label, conv.REASON_TAG: outcome.reason[:5000],
                 "mlflow.note.content": f"**{outcome.label}**: {outcome.reason}"[:5000], **outcome.tags}
         if outcome.digest:
-            tags["skewgate.candidate_sha256"] = outcome.digest
+            tags[conv.CANDIDATE_SHA_TAG] = outcome.digest
         now = int(time.time() * 1000)
         with self.mapped(f"end run {run_id} ({outcome.label})"):
             # named after what it judged and how that ended (`model.pt2 · blocked`); before any verdict named the
@@ -282,7 +282,7 @@ def finish_pipeline_run(tracking: Tracking, pipeline_run_id: str, *, pipeline: s
     parent = tracking.parent_run(pipeline_run_id)
     verdicts = tracking.run_verdicts(parent)
     outcome = pipeline_outcome(pipeline, verdicts, final_state=final_state, final_error=final_error)
-    outcome = dataclasses.replace(outcome, tags={**outcome.tags, "skewgate.pipeline": pipeline})
+    outcome = dataclasses.replace(outcome, tags={**outcome.tags, conv.PIPELINE_TAG: pipeline})
     if "nightly-drift" in verdicts:
         log_drift_night(tracking, verdicts["nightly-drift"], run_ids=[parent])
     tracking.finish_run(parent, outcome)
@@ -639,9 +639,8 @@ class MlflowRegistry:
         return str(ordered[0].info.run_id)
 
 
-PROMOTE_TARGET_TAG = "skewgate.promote.target"  # `name@alias` a promote run is moving
-PROMOTE_VERSION_TAG = "skewgate.promote.version"  # the version it moves the alias to, once known
-PROCESS_TAG = "skewgate.process"  # `host:pid:start` of the process running the run
+PROMOTE_TARGET_TAG, PROMOTE_VERSION_TAG = conv.PROMOTE_TARGET_TAG, conv.PROMOTE_VERSION_TAG
+PROCESS_TAG = conv.PROCESS_TAG
 STALE_RUN_AFTER_S = 6 * 3600.0  # a RUNNING run this old whose process cannot be checked is taken as dead
 
 
@@ -724,7 +723,7 @@ def end_stale_runs(tracking: Tracking, *, current_run_id: str, pipeline_run_id: 
                 for stale_id in stale:
                     if stale_id in ended:
                         continue
-                    tracking.client.log_batch(stale_id, tags=[RunTag("skewgate.ended_as_stale", why[:5000])])
+                    tracking.client.log_batch(stale_id, tags=[RunTag(conv.ENDED_AS_STALE_TAG, why[:5000])])
                     tracking.client.set_terminated(stale_id, status="KILLED")
                     ended.append(stale_id)
                     log.info("ended run %s as KILLED: %s", stale_id, why)
@@ -761,7 +760,7 @@ class RegistryChampions:
         if found is None:
             return None
         version, tags, model_dir = _download_version(self.client, self.uri, name, found, workdir / "model")
-        attestation_uri = tags.get("skewgate.attestation.uri")
+        attestation_uri = tags.get(conv.ATTESTATION_URI_TAG)
         attestations = _download(self.uri, attestation_uri, workdir / "attestations") if attestation_uri else None
         return Champion(version, tags, model_dir, attestations)
 

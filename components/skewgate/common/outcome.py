@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from skewgate.common import mlflow_conventions as conv
 from skewgate.common.verdict import Verdict
 
 # release gate: promoted | blocked | error; nightly drift: pass | drift | error; one CLI step: its status
@@ -47,7 +48,7 @@ def release_outcome(verdicts: Mapping[str, Verdict], *, final_state: str = "", f
     metrics = _step_metrics(verdicts) | {"gate.promoted": float(promote is not None and promote.status == "pass")}
     tags = {}
     if promote is not None and "version" in promote.details:
-        tags["skewgate.model_version"] = str(promote.details["version"])
+        tags[conv.MODEL_VERSION_TAG] = str(promote.details["version"])
     candidate = candidate_of(verdicts, prefer=("export", "promote"))
     if promote is not None and promote.status == "pass":
         return Outcome("promoted", True, str(promote.details.get("reason", promote.message)), digest, metrics, tags,
@@ -68,7 +69,7 @@ def nightly_outcome(verdicts: Mapping[str, Verdict], *, final_state: str = "", f
         return Outcome("error", False, _error_reason(verdicts, "nightly-drift", final_state, final_error),
                        metrics=metrics, candidate=candidate)
     digest = verdict.subject.sha256 if verdict.subject is not None else ""
-    tags = {"skewgate.model_version": str(verdict.details["model_version"])} if "model_version" in verdict.details \
+    tags = {conv.MODEL_VERSION_TAG: str(verdict.details["model_version"])} if "model_version" in verdict.details \
         else {}
     label: Label = "drift" if verdict.status == "fail" else "pass"
     return Outcome(label, label == "pass", verdict.message, digest, metrics, tags, candidate)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast, get_args
 
 from skewgate.common import markdown
+from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import InputError
 from skewgate.common.publishing import publish, write_text
 from skewgate.common.recording import TrackingOptions, evaluate_and_record
@@ -142,8 +143,8 @@ def _judge_in_run(run: StepRun | None, *, onnx: str | Path, model_name: str, eva
                           judging=judging, labels_key=options.labels_key)
         if registered is not None:
             verdict = dataclasses.replace(verdict, registry_tags={
-                "skewgate.compare.champion_version": registered.version,
-                "skewgate.compare.champion_sha256": registered.sha256})
+                conv.COMPARE_CHAMPION_VERSION_TAG: registered.version,
+                conv.COMPARE_CHAMPION_SHA_TAG: registered.sha256})
         # the table always reaches MLflow as comparison.md, and `markdown` too when asked (the KFP UI's output)
         final = verdict
         publish(run, tables={"comparison.json": list(verdict.details["table"])},

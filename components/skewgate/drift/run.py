@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from skewgate.common import mlflow_conventions as conv
 from skewgate.common import publishing as shared
 from skewgate.common.errors import BackendError, InputError
 from skewgate.common.io import sha256_file
@@ -44,11 +45,7 @@ if TYPE_CHECKING:
     from skewgate.common.mlflow_log import StepRun
 
 log = logging.getLogger(__name__)
-PROFILE_URI_TAG = "skewgate.drift.profile_uri"
-PROFILE_SHA_TAG = "skewgate.drift.profile_sha256"
-# The last night, in one tag (the version's tags stay a handful): "<status> <date>[ run <step run id>]"; the status
-# leads, so `tags.\`skewgate.drift.nightly\` LIKE 'fail%'` finds the drifted champions.
-NIGHTLY_TAG = "skewgate.drift.nightly"
+PROFILE_URI_TAG, PROFILE_SHA_TAG, NIGHTLY_TAG = conv.PROFILE_URI_TAG, conv.PROFILE_SHA_TAG, conv.NIGHTLY_TAG
 DEFAULTS = DriftOptions()  # the statistics' defaults (core.py holds them)
 SERIES_DEFAULTS = SeriesOptions()  # the anytime-valid series' defaults (series.py)
 

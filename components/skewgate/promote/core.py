@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from skewgate.common import attest
+from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import BackendError, Inconsistent, InputError, check_read_back
 from skewgate.common.io import load_onnx, sha256_file
 from skewgate.common.policy import GatePolicy
@@ -42,8 +43,8 @@ from skewgate.common.verdict import Check, Subject, Verdict, plain_details
 
 log = logging.getLogger(__name__)
 STEP = "promote"
-OUTCOME_TAGS = ("skewgate.promotion.status", "skewgate.promotion.reason")
-ATTESTATION_URI_TAG = "skewgate.attestation.uri"
+OUTCOME_TAGS = conv.PROMOTION_TAGS
+ATTESTATION_URI_TAG = conv.ATTESTATION_URI_TAG
 INT8_SUFFIX = "-int8"
 STEP_SUFFIX = "-step"  # a stateful model's STEP model, the file served step by step
 # The steps that judge the served file: for a stateful model that is the STEP model, not the promoted FULL one
@@ -277,7 +278,7 @@ def promote(
     if version is None:
         version = registry.find_version(model_name, sha) or registry.register(model_name, onnx, sha)
     else:
-        registered_sha = registry.get_tags(model_name, version).get("skewgate.onnx_sha256")
+        registered_sha = registry.get_tags(model_name, version).get(conv.ONNX_DIGEST_TAG)
         checks.append(Check("registry.same_artifact", passed=registered_sha == sha,
                             detail=f"version {version} carries sha256 {registered_sha or '(none)'}, file is {sha}"))
     decision = Verdict.from_checks(STEP, checks, subject=Subject(artifact=str(onnx), sha256=sha))
@@ -350,7 +351,7 @@ def promote(
 def int8_check(evidence: Mapping[str, Evidence], int8_sha: str) -> Check:
     """The INT8 file to register is the one calibrate wrote and parity judged (both verdicts are signed)."""
     calibrate, parity = evidence.get("calibrate"), evidence.get("parity")
-    written = calibrate.verdict.registry_tags.get("skewgate.calibrate.int8_sha256") \
+    written = calibrate.verdict.registry_tags.get(conv.CALIBRATE_INT8_SHA_TAG) \
         if calibrate else None
     judged = parity.verdict.subject.data.get("int8") if parity and parity.verdict.subject else None
     problems = [f"{step} {what} sha256 {found or '(none)'}" for step, what, found in
@@ -386,8 +387,8 @@ def _register_beside(registry: Registry, companion: Companion, *, model_name: st
     found = registry.find_version(name, companion.sha256) or registry.register(
         name, companion.path, companion.sha256, artifact_path=companion.folder)
     registry.set_tags(name, found, {
-        "skewgate.onnx_sha256": companion.sha256, "skewgate.fp32.model": model_name, "skewgate.fp32.version": version,
-        "skewgate.fp32.sha256": sha, ATTESTATION_URI_TAG: attestation_uri})
+        conv.ONNX_DIGEST_TAG: companion.sha256, conv.FP32_MODEL_TAG: model_name, conv.FP32_VERSION_TAG: version,
+        conv.FP32_SHA_TAG: sha, ATTESTATION_URI_TAG: attestation_uri})
     return found
 
 
@@ -398,7 +399,6 @@ def evidence_tags(evidence: Mapping[str, Evidence], sha: str, required: Sequence
     description's table (`description`), its verdict and envelope into the attestations. A step writes only
     under its own `skewgate.<step>.` prefix, so nothing a verdict says can overwrite what promote derives.
     `required` is recorded by the description and the signed decision."""
-    from skewgate.common import mlflow_conventions as conv
 
     tags: dict[str, str] = {}
     for step, item in evidence.items():
@@ -482,7 +482,6 @@ def description(evidence: Mapping[str, Evidence], decision: Verdict, policy: Pol
     shows it unrendered), then the evidence table — one row per step: status, key figure (`conv.key_figure`),
     the first 12 hex digits of the SHA-256 of its verdict file (the file is in the attestations) — and what a
     refusal refused. Verdict text is user-influenced, so it is escaped."""
-    from skewgate.common import mlflow_conventions as conv
     from skewgate.common.markdown import cell
 
     assert decision.subject is not None

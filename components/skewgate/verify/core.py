@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from skewgate.common import attest
+from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import InputError
 from skewgate.common.io import read_regular_file, sha256_file
 from skewgate.common.mlflow_log import Champion
@@ -49,7 +50,7 @@ def verify_champion(*, model_name: str, alias: str, source: ChampionSource, trus
     if champion is None:
         return Verdict.from_checks(STEP, [Check("champion.resolved", passed=False,
                                                 detail=f"{model_name} has no alias {alias!r}")], subject=None)
-    expected = champion.tags.get("skewgate.onnx_sha256", "")
+    expected = champion.tags.get(conv.ONNX_DIGEST_TAG, "")
     checks = [Check("champion.resolved", passed=True, detail=f"{alias} → version {champion.version}"),
               *served_file_checks(champion.model_dir, expected)]
     subject = Subject(artifact=f"models:/{model_name}/{champion.version}", sha256=expected or "0" * 64)

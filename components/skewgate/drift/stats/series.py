@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from skewgate.common.errors import InputError
+from skewgate.common.mlflow_conventions import SERIES_TAG_PREFIX
 from skewgate.common.verdict import Check, Verdict, derive_status
 from skewgate.drift.stats import ks
 
@@ -53,7 +54,7 @@ METHOD = ("e-process: per night, Bonferroni over numeric features of one-sample 
 REFERENCE = ("Ramdas et al. 2023, Game-theoretic statistics and safe anytime-valid inference; "
              "Vovk & Wang 2021 calibrators")
 # tags on the champion that carry the state from night to night (the same fields as the JSON state)
-TAG_PREFIX = "skewgate.drift.series."
+TAG_PREFIX = SERIES_TAG_PREFIX
 
 
 @dataclass(frozen=True, kw_only=True)
