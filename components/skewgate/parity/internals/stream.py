@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,177 +61,32 @@ def stream_checks(*, step_onnx: str | Path, states: Mapping[str, str], feeds: Ma
     `full_outputs`: FULL's output names in order; `tolerances`: per FULL output, before the √steps floor;
     `full_onnx`: FULL's file, as error messages name it; `layerwise`: localise a divergence at the first
     diverging step to the first module whose output diverges (`_localise`)."""
-    if not states:
-        raise InputError("--state", expected="at least one IN=OUT pair with --stream-onnx", found="none")
-    model = load_onnx(step_onnx)
-    specs = {s.name: s for s in onnx_input_specs(model)}
-    outputs = [o.name for o in model.graph.output]
-    for state_in, state_out in states.items():
-        if state_in not in specs:
-            raise InputError(step_onnx, field=f"state input {state_in!r}", expected=f"one of STEP's inputs "
-                             f"{sorted(specs)}", found="no such input")
-        if state_out not in outputs:
-            raise InputError(step_onnx, field=f"state output {state_out!r}", expected=f"one of STEP's outputs "
-                             f"{outputs}", found="no such output")
-    plain_inputs = [name for name in specs if name not in states]
-    if sorted(plain_inputs) != sorted(feeds):
-        raise InputError(step_onnx, field="inputs", expected=f"FULL's inputs {sorted(feeds)} plus the state inputs "
-                         f"{sorted(states)}", found=f"{sorted(specs)}")
-    step_outputs = [name for name in outputs if name not in set(states.values())]
-    if not step_outputs:
-        raise InputError(step_onnx, field="outputs", expected="at least one output besides the next states",
-                         found=f"{outputs}")
-    if set(step_outputs) == set(full_outputs):
-        pairing, pairs = "by name", {name: name for name in full_outputs}
-    elif len(step_outputs) == len(full_outputs):
-        pairing, pairs = "by position", dict(zip(full_outputs, step_outputs, strict=True))
-    else:
-        raise InputError(step_onnx, field="outputs", expected=f"{len(full_outputs)} non-state outputs pairing "
-                         f"with FULL's {full_outputs}", found=f"{step_outputs}")
-
-    lengths = {name: array.shape[1] if array.ndim >= 2 else None for name, array in feeds.items()}
-    steps = next(iter(lengths.values()))
-    if steps is None or any(length != steps for length in lengths.values()):
-        raise InputError("--inputs", field="time axis", expected="every array with the same length on axis 1 "
-                         "(batch on axis 0)", found=f"{lengths}")
-    batch = len(next(iter(feeds.values())))
-    for name in plain_inputs:
-        check_array(np.ascontiguousarray(feeds[name][:, 0]), specs[name], source=f"{step_onnx} (one step "
-                    "of --inputs)")
-    init = _initial_state(initial_state, {name: specs[name] for name in states}, batch)
-
-    # ORT's threads may spin between runs here: the runs come back to back, with little else between them (spinning
-    # off, the same calls took 1.9× a plain loop's time; on, 1.3×: benchmarks/stream_bench.py)
-    step = session(model, spinning=True)
-
-    def drive(inputs: Mapping[str, np.ndarray], start: Mapping[str, np.ndarray]
-              ) -> tuple[dict[str, list[np.ndarray]], list[dict[str, np.ndarray]]]:
-        """STEP over every step: its non-state outputs per step, and the state fed at each step (+ the last)."""
-        state = dict(start)
-        produced: dict[str, list[np.ndarray]] = {name: [] for name in step_outputs}
-        fed = []
-        # time-major once (one copy per input, not one per step): each step's slice is then contiguous
-        by_step = {n: np.ascontiguousarray(np.moveaxis(inputs[n], 1, 0)) for n in plain_inputs}
-        for t in range(steps):
-            fed.append(state)
-            values = run_by_name(step, {**{n: by_step[n][t] for n in plain_inputs}, **state})
-            for name in step_outputs:
-                produced[name].append(values[name])
-            state = {}
-            for state_in, state_out in states.items():
-                if values[state_out].shape != fed[-1][state_in].shape or values[state_out].dtype != specs[
-                        state_in].dtype:
-                    raise InputError(step_onnx, field=f"state output {state_out!r}", expected=f"the state input "
-                                     f"{state_in!r}'s {specs[state_in].dtype}{list(fed[-1][state_in].shape)}",
-                                     found=f"{values[state_out].dtype}{list(values[state_out].shape)}")
-                state[state_in] = values[state_out]
-        fed.append(state)
-        return produced, fed
-
-    def reference(name: str, full_values: Mapping[str, np.ndarray], produced: Mapping[str, list[np.ndarray]]
-                  ) -> tuple[list[np.ndarray], list[int]]:
-        """FULL's output per step, and the steps STEP's output is compared at."""
-        value, one = full_values[name], produced[pairs[name]][0]
-        if value.ndim == one.ndim + 1 and value.shape[1] == steps:
-            return [value[:, t] for t in range(steps)], list(range(steps))
-        if value.shape == one.shape:
-            return [value], [steps - 1]
-        raise InputError(full_onnx, field=f"output {name!r}", expected=f"STEP's {pairs[name]!r} "
-                         f"{list(one.shape)} with a time axis of {steps} on axis 1, or without one",
-                         found=f"{list(value.shape)}")
-
-    scale = math.sqrt(steps)
-    tols = {}
-    for name in full_outputs:
-        floor = Tolerance.for_dtype(np.float32)
-        base = tolerances.get(name, floor)
-        tols[name] = Tolerance(rtol=max(base.rtol, floor.rtol * scale), atol=max(base.atol, floor.atol * scale))
-
-    def compare(produced: Mapping[str, list[np.ndarray]], full_values: Mapping[str, np.ndarray]
-                ) -> tuple[dict[str, list[tuple[int, float]]], tuple[int, str, Closeness] | None, float]:
-        """Per output, (step, worst ratio) at each compared step; the first diverging (step, output) with its
-        closeness; the worst ratio. Every step in one vectorised pass; only the first divergence is described."""
-        found: dict[str, list[tuple[int, float]]] = {}
-        diverged = []
-        for order, name in enumerate(full_outputs):
-            expected, at = reference(name, full_values, produced)
-            actual = [produced[pairs[name]][t] for t in at]
-            along = _along(actual, expected, tols[name])
-            found[name] = list(zip(at, along.worst_ratio.tolist(), strict=True))
-            bad = np.flatnonzero(~along.ok)
-            if bad.size:
-                i = int(bad[0])
-                diverged.append((at[i], order, name, compare_close(actual[i], expected[i], tols[name])))
-        first = min(diverged, key=lambda row: row[:2]) if diverged else None
-        worst = max((r for rows in found.values() for _, r in rows), default=math.inf)
-        return found, (first[0], first[2], first[3]) if first else None, worst
-
+    step = _Step.bind(step_onnx, states=states, feeds=feeds, full_outputs=full_outputs, tolerances=tolerances,
+                      full_onnx=full_onnx)
+    init = _initial_state(initial_state, {name: step.specs[name] for name in states}, step.batch)
     full_values = dict(full) if isinstance(full, Mapping) else full(dict(feeds))
+    produced, fed = step.drive(feeds, init)
     kinds: dict[str, str] = {}
-    produced, fed = drive(feeds, init)
     for name in full_outputs:
-        reference(name, full_values, produced)  # FULL's output has STEP's shape, with or without a time axis
-        timed = full_values[name].ndim == produced[pairs[name]][0].ndim + 1
+        step.reference(name, full_values, produced)  # FULL's output has STEP's shape, with or without a time axis
+        timed = full_values[name].ndim == produced[step.pairs[name]][0].ndim + 1
         kinds[name] = "per step (axis 1)" if timed else "last step only (FULL returns no time axis)"
-    rows, first, worst = compare(produced, full_values)
+    rows, first, worst = step.compare(produced, full_values)
     located = None
     if layerwise and first is not None:
-        located = _localise(model, load_onnx(full_onnx), feeds, fed[first[0]], first[0], steps)
-    checks = [_matches_check(first, worst, steps, kinds, pairs, located)]
-
-    # state_used: from the state fed at step 1 (the first one STEP produced itself), each state input perturbed
-    probe = 1 if steps > 1 else 0
-    probe_feeds = {n: np.ascontiguousarray(feeds[n][:, probe]) for n in plain_inputs}
-    base_values = run_by_name(step, {**probe_feeds, **fed[probe]})
-    rng = np.random.default_rng(PERTURBATION_SEED)
-    used: dict[str, dict[str, Any]] = {}
-    for state_in in states:
-        state = fed[probe][state_in]
-        if state.dtype.kind != "f":
-            used[state_in] = {"judged": False, "why": f"a {state.dtype} state is not perturbed"}
-            continue
-        spread = max(1.0, float(np.std(state)))
-        perturbed = (state + rng.normal(scale=spread, size=state.shape)).astype(state.dtype)
-        values = run_by_name(step, {**probe_feeds, **fed[probe], state_in: perturbed})
-        moved = {name: compare_close(values[pairs[name]], base_values[pairs[name]], tols[name])
-                 for name in full_outputs}
-        ratio = max(c.worst_ratio for c in moved.values())
-        used[state_in] = {"judged": True, "step": probe, "perturbation_std": spread, "worst_ratio": ratio,
-                          "max_abs_change": max(c.max_abs for c in moved.values())}
-    checks.append(_state_used_check(used))
-
-    # reset: the second sequence from the initial state, against FULL's own outputs on it; from the first's final
-    # state, the contamination a missing reset would cause. FULL's outputs on the rolled samples are its outputs
-    # rolled with them (each sample's outputs are its own wherever it sits in the batch: export's batch
-    # invariance), so FULL is not run again.
-    second = {name: np.roll(array, batch // 2, axis=0) for name, array in feeds.items()}
-    second_full = {name: np.roll(value, batch // 2, axis=0) for name, value in full_values.items()}
-    reset_out, _ = drive(second, init)
-    _, reset_first, reset_worst = compare(reset_out, second_full)
-    contamination: dict[str, Any] = {}
-    try:
-        carried_out, _ = drive(second, fed[-1])
-    except InputError:
-        raise
-    except Exception as err:  # STEP cannot go on from a finished sequence (a full KV cache): that is contamination too
-        contamination["error"] = f"STEP fails to run from the first sequence's final state: {type(err).__name__}: " \
-                                 f"{str(err)[:200]}"
-        carried_out = {}
-    for name in full_outputs if carried_out else ():
-        per_step = _along(carried_out[pairs[name]], reset_out[pairs[name]], tols[name])
-        beyond = np.flatnonzero(~per_step.ok).tolist()
-        contamination[name] = {"max_abs": float(per_step.max_abs.max()),
-                               "worst_ratio": float(per_step.worst_ratio.max()),
-                               "steps_beyond_tolerance": len(beyond),
-                               "last_step_beyond_tolerance": beyond[-1] if beyond else None}
-    checks.append(_reset_check(reset_first, reset_worst, contamination))
-
+        located = _localise(step.model, load_onnx(full_onnx), feeds, fed[first[0]], first[0], step.steps)
+    used = _state_used(step, feeds, fed)
+    reset_first, reset_worst, contamination = _reset(step, feeds, full_values, init, fed[-1])
+    checks = [_matches_check(first, worst, step.steps, kinds, step.pairs, located), _state_used_check(used),
+              _reset_check(reset_first, reset_worst, contamination)]
     details = {
         "step_model": str(step_onnx), "step_sha256": sha256_file(step_onnx), "states": dict(states),
-        "initial_state": str(initial_state) if initial_state else "zeros", "steps": steps, "samples": batch,
-        "outputs": {name: {"step_output": pairs[name], "compared": kinds[name],
-                           "tolerance": {"rtol": tols[name].rtol, "atol": tols[name].atol}} for name in full_outputs},
-        "pairing": pairing,
+        "initial_state": str(initial_state) if initial_state else "zeros", "steps": step.steps,
+        "samples": step.batch,
+        "outputs": {name: {"step_output": step.pairs[name], "compared": kinds[name],
+                           "tolerance": {"rtol": step.tols[name].rtol, "atol": step.tols[name].atol}}
+                    for name in full_outputs},
+        "pairing": step.pairing,
         "tolerance_rule": "parity's tolerance for the FULL output, at least the float32 default × √steps",
         "first_divergence": _where(first) if located is None else {**(_where(first) or {}), "layerwise": located},
         "worst_ratio_per_step": {name: [r for _, r in found] for name, found in rows.items()},
@@ -239,6 +95,194 @@ def stream_checks(*, step_onnx: str | Path, states: Mapping[str, str], feeds: Ma
                   "contamination_without_reset": contamination},
     }
     return checks, details
+
+
+Divergence = tuple[int, str, Closeness]  # (step, FULL output, how far apart)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Step:
+    """STEP bound to FULL's inputs and outputs: which of its inputs and outputs are state, how its outputs pair with
+    FULL's, the sequence length and batch, and the tolerance per FULL output."""
+
+    path: str | Path
+    model: Any
+    session: Any
+    specs: Mapping[str, TensorSpec]
+    states: Mapping[str, str]
+    plain_inputs: list[str]
+    step_outputs: list[str]
+    full_outputs: list[str]
+    full_onnx: str | Path
+    pairs: Mapping[str, str]  # FULL output → STEP output
+    pairing: str
+    steps: int
+    batch: int
+    tols: Mapping[str, Tolerance]
+
+    @classmethod
+    def bind(cls, step_onnx: str | Path, *, states: Mapping[str, str], feeds: Mapping[str, np.ndarray],
+             full_outputs: list[str], tolerances: Mapping[str, Tolerance], full_onnx: str | Path) -> _Step:
+        """STEP's file checked against the state pairs and FULL's feeds and outputs (an `InputError` naming the
+        file and what does not fit)."""
+        if not states:
+            raise InputError("--state", expected="at least one IN=OUT pair with --stream-onnx", found="none")
+        model = load_onnx(step_onnx)
+        specs = {s.name: s for s in onnx_input_specs(model)}
+        outputs = [o.name for o in model.graph.output]
+        for state_in, state_out in states.items():
+            if state_in not in specs:
+                raise InputError(step_onnx, field=f"state input {state_in!r}", expected=f"one of STEP's inputs "
+                                 f"{sorted(specs)}", found="no such input")
+            if state_out not in outputs:
+                raise InputError(step_onnx, field=f"state output {state_out!r}", expected=f"one of STEP's outputs "
+                                 f"{outputs}", found="no such output")
+        plain_inputs = [name for name in specs if name not in states]
+        if sorted(plain_inputs) != sorted(feeds):
+            raise InputError(step_onnx, field="inputs", expected=f"FULL's inputs {sorted(feeds)} plus the state "
+                             f"inputs {sorted(states)}", found=f"{sorted(specs)}")
+        step_outputs = [name for name in outputs if name not in set(states.values())]
+        if not step_outputs:
+            raise InputError(step_onnx, field="outputs", expected="at least one output besides the next states",
+                             found=f"{outputs}")
+        if set(step_outputs) == set(full_outputs):
+            pairing, pairs = "by name", {name: name for name in full_outputs}
+        elif len(step_outputs) == len(full_outputs):
+            pairing, pairs = "by position", dict(zip(full_outputs, step_outputs, strict=True))
+        else:
+            raise InputError(step_onnx, field="outputs", expected=f"{len(full_outputs)} non-state outputs pairing "
+                             f"with FULL's {full_outputs}", found=f"{step_outputs}")
+        lengths = {name: array.shape[1] if array.ndim >= 2 else None for name, array in feeds.items()}
+        steps = next(iter(lengths.values()))
+        if steps is None or any(length != steps for length in lengths.values()):
+            raise InputError("--inputs", field="time axis", expected="every array with the same length on axis 1 "
+                             "(batch on axis 0)", found=f"{lengths}")
+        for name in plain_inputs:
+            check_array(np.ascontiguousarray(feeds[name][:, 0]), specs[name], source=f"{step_onnx} (one step "
+                        "of --inputs)")
+        # independent rounding errors of the step loop add up like a random walk over the steps
+        floor, scale = Tolerance.for_dtype(np.float32), math.sqrt(steps)
+        tols = {name: Tolerance(rtol=max(given.rtol, floor.rtol * scale), atol=max(given.atol, floor.atol * scale))
+                for name, given in ((n, tolerances.get(n, floor)) for n in full_outputs)}
+        # ORT's threads may spin between runs here: the runs come back to back, with little else between them
+        # (spinning off, the same calls took 1.9× a plain loop's time; on, 1.3×: benchmarks/stream_bench.py)
+        return cls(path=step_onnx, model=model, session=session(model, spinning=True), specs=specs, states=states,
+                   plain_inputs=plain_inputs, step_outputs=step_outputs, full_outputs=full_outputs,
+                   full_onnx=full_onnx, pairs=pairs, pairing=pairing, steps=steps,
+                   batch=len(next(iter(feeds.values()))), tols=tols)
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return run_by_name(self.session, feeds)
+
+    def drive(self, inputs: Mapping[str, np.ndarray], start: Mapping[str, np.ndarray]
+              ) -> tuple[dict[str, list[np.ndarray]], list[dict[str, np.ndarray]]]:
+        """STEP over every step: its non-state outputs per step, and the state fed at each step (+ the last)."""
+        state = dict(start)
+        produced: dict[str, list[np.ndarray]] = {name: [] for name in self.step_outputs}
+        fed = []
+        # time-major once (one copy per input, not one per step): each step's slice is then contiguous
+        by_step = {n: np.ascontiguousarray(np.moveaxis(inputs[n], 1, 0)) for n in self.plain_inputs}
+        for t in range(self.steps):
+            fed.append(state)
+            values = self.run({**{n: by_step[n][t] for n in self.plain_inputs}, **state})
+            for name in self.step_outputs:
+                produced[name].append(values[name])
+            state = {}
+            for state_in, state_out in self.states.items():
+                spec, given, made = self.specs[state_in], fed[-1][state_in], values[state_out]
+                if made.shape != given.shape or made.dtype != spec.dtype:
+                    raise InputError(self.path, field=f"state output {state_out!r}", expected=f"the state input "
+                                     f"{state_in!r}'s {spec.dtype}{list(given.shape)}",
+                                     found=f"{made.dtype}{list(made.shape)}")
+                state[state_in] = made
+        fed.append(state)
+        return produced, fed
+
+    def reference(self, name: str, full_values: Mapping[str, np.ndarray],
+                  produced: Mapping[str, list[np.ndarray]]) -> tuple[list[np.ndarray], list[int]]:
+        """FULL's output per step, and the steps STEP's output is compared at."""
+        value, one = full_values[name], produced[self.pairs[name]][0]
+        if value.ndim == one.ndim + 1 and value.shape[1] == self.steps:
+            return [value[:, t] for t in range(self.steps)], list(range(self.steps))
+        if value.shape == one.shape:
+            return [value], [self.steps - 1]
+        raise InputError(self.full_onnx, field=f"output {name!r}", expected=f"STEP's {self.pairs[name]!r} "
+                         f"{list(one.shape)} with a time axis of {self.steps} on axis 1, or without one",
+                         found=f"{list(value.shape)}")
+
+    def compare(self, produced: Mapping[str, list[np.ndarray]], full_values: Mapping[str, np.ndarray]
+                ) -> tuple[dict[str, list[tuple[int, float]]], Divergence | None, float]:
+        """Per output, (step, worst ratio) at each compared step; the first diverging (step, output) with its
+        closeness; the worst ratio. Every step in one vectorised pass; only the first divergence is described."""
+        found: dict[str, list[tuple[int, float]]] = {}
+        diverged = []
+        for order, name in enumerate(self.full_outputs):
+            expected, at = self.reference(name, full_values, produced)
+            actual = [produced[self.pairs[name]][t] for t in at]
+            along = _along(actual, expected, self.tols[name])
+            found[name] = list(zip(at, along.worst_ratio.tolist(), strict=True))
+            bad = np.flatnonzero(~along.ok)
+            if bad.size:
+                i = int(bad[0])
+                diverged.append((at[i], order, name, compare_close(actual[i], expected[i], self.tols[name])))
+        first = min(diverged, key=lambda row: row[:2]) if diverged else None
+        worst = max((r for rows in found.values() for _, r in rows), default=math.inf)
+        return found, (first[0], first[2], first[3]) if first else None, worst
+
+
+def _state_used(step: _Step, feeds: Mapping[str, np.ndarray], fed: list[dict[str, np.ndarray]]
+                ) -> dict[str, dict[str, Any]]:
+    """From the state fed at step 1 (the first one STEP produced itself), each state input perturbed: how far
+    STEP's outputs move (an integer state, a position counter, is not perturbed)."""
+    probe = 1 if step.steps > 1 else 0
+    probe_feeds = {n: np.ascontiguousarray(feeds[n][:, probe]) for n in step.plain_inputs}
+    base_values = step.run({**probe_feeds, **fed[probe]})
+    rng = np.random.default_rng(PERTURBATION_SEED)
+    used: dict[str, dict[str, Any]] = {}
+    for state_in in step.states:
+        state = fed[probe][state_in]
+        if state.dtype.kind != "f":
+            used[state_in] = {"judged": False, "why": f"a {state.dtype} state is not perturbed"}
+            continue
+        spread = max(1.0, float(np.std(state)))
+        perturbed = (state + rng.normal(scale=spread, size=state.shape)).astype(state.dtype)
+        values = step.run({**probe_feeds, **fed[probe], state_in: perturbed})
+        moved = {name: compare_close(values[step.pairs[name]], base_values[step.pairs[name]], step.tols[name])
+                 for name in step.full_outputs}
+        used[state_in] = {"judged": True, "step": probe, "perturbation_std": spread,
+                          "worst_ratio": max(c.worst_ratio for c in moved.values()),
+                          "max_abs_change": max(c.max_abs for c in moved.values())}
+    return used
+
+
+def _reset(step: _Step, feeds: Mapping[str, np.ndarray], full_values: Mapping[str, np.ndarray],
+           init: Mapping[str, np.ndarray], final_state: Mapping[str, np.ndarray]
+           ) -> tuple[Divergence | None, float, dict[str, Any]]:
+    """The second sequence from the initial state against FULL's own outputs on it (first divergence, worst
+    ratio); and from the first's final state, the contamination a missing reset would cause. FULL's outputs on the
+    rolled samples are its outputs rolled with them (each sample's outputs are its own wherever it sits in the
+    batch: export's batch invariance), so FULL is not run again."""
+    second = {name: np.roll(array, step.batch // 2, axis=0) for name, array in feeds.items()}
+    second_full = {name: np.roll(value, step.batch // 2, axis=0) for name, value in full_values.items()}
+    reset_out, _ = step.drive(second, init)
+    _, first, worst = step.compare(reset_out, second_full)
+    contamination: dict[str, Any] = {}
+    try:
+        carried_out, _ = step.drive(second, final_state)
+    except InputError:
+        raise
+    except Exception as err:  # STEP cannot go on from a finished sequence (a full KV cache): that is contamination too
+        contamination["error"] = f"STEP fails to run from the first sequence's final state: {type(err).__name__}: " \
+                                 f"{str(err)[:200]}"
+        carried_out = {}
+    for name in step.full_outputs if carried_out else ():
+        per_step = _along(carried_out[step.pairs[name]], reset_out[step.pairs[name]], step.tols[name])
+        beyond = np.flatnonzero(~per_step.ok).tolist()
+        contamination[name] = {"max_abs": float(per_step.max_abs.max()),
+                               "worst_ratio": float(per_step.worst_ratio.max()),
+                               "steps_beyond_tolerance": len(beyond),
+                               "last_step_beyond_tolerance": beyond[-1] if beyond else None}
+    return first, worst, contamination
 
 
 def _initial_state(path: str | Path | None, specs: Mapping[str, TensorSpec], batch: int) -> dict[str, np.ndarray]:
