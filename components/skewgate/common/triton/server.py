@@ -37,11 +37,11 @@ def default_home() -> Path:
 
 def checkout_home() -> Path | None:
     """`<checkout>/.triton` (where `make triton` installs) when skewgate runs from a checkout: the folder
-    above the installed package, when it holds a `pyproject.toml` (an installed wheel's folder is
-    site-packages, which has none)."""
+    above the package's src root (`<checkout>/components/skewgate`), when it holds a `pyproject.toml` (an installed
+    wheel's package sits in site-packages, two levels below no such file)."""
     import skewgate
 
-    root = Path(skewgate.__file__).resolve().parent.parent
+    root = Path(skewgate.__file__).resolve().parents[2]
     return root / ".triton" if (root / "pyproject.toml").is_file() else None
 
 
