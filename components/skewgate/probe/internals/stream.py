@@ -98,96 +98,23 @@ def stream_checks(triton: Triton, *, model: str, step: Callable[[Mapping[str, np
     `served`: STEP as the client sees it (no state tensors); `feeds`: the non-state inputs, [sequences, steps, …]."""
     sequences, steps = sequence_feeds(feeds)
     outputs = [t.name for t in served.outputs]
-    datatypes = {t.name: t.metadata_type for t in served.inputs}
-    scale = math.sqrt(steps)
-    def at(sample: int, t: int) -> Arrays:
-        return {name: np.ascontiguousarray(array[sample : sample + 1, t]) for name, array in feeds.items()}
-
-    reference: list[list[Arrays]] = []
-    for sample in range(sequences):
-        state = {name: array.copy() for name, array in stream.initial.items()}
-        produced = []
-        for t in range(steps):
-            values = step({**at(sample, t), **state})
-            produced.append({name: values[name] for name in outputs})
-            state = {state_in: values[state_out] for state_in, state_out in stream.states.items()}
-        reference.append(produced)
+    reference = _reference(step, feeds, stream, outputs, sequences=sequences, steps=steps)
+    scale = math.sqrt(steps)  # independent rounding errors add up like a random walk over the steps
     tols = {}
     for name in outputs:
         given = tolerances.get(name) or Tolerance.for_dtype(reference[0][0][name].dtype)
         tols[name] = Tolerance(rtol=given.rtol * scale, atol=given.atol * scale)
-
-    local = threading.local()  # tritonclient's clients are not thread-safe: every worker gets its own connection
-    opened: list[Triton] = []
-    lock = threading.Lock()
-
-    def send(sample: int, t: int, correlation_id: int) -> Arrays | str:
-        """One step of one sequence: the outputs, or the server's refusal as text."""
-        own: Triton | None  # this thread's client: the given one on the main thread, else its own
-        if threading.current_thread() is threading.main_thread():
-            own = triton
-        elif (own := getattr(local, "client", None)) is None:
-            own = local.client = triton.connect_again()
-            with lock:
-                opened.append(own)
-        try:
-            return own.infer(model, at(sample, t), outputs, datatypes=datatypes, version=version,
-                             sequence=SequenceStep(correlation_id, start=t == 0, end=t == steps - 1))
-        except Rejected as err:
-            return err.answer if isinstance(err, ServerRefused) else str(err)
-
-    def judge(results: Mapping[int, list[Arrays | str]], samples: Mapping[int, int]
-              ) -> tuple[Divergence | None, float]:
-        """The earliest divergence over the sequences (by step, then by correlation id), or None; and the worst
-        ratio to tolerance over every step served (infinite when a request failed)."""
-        found, worst = [], 0.0
-        for correlation_id, per_step in results.items():
-            sample, first = samples[correlation_id], None
-            for t, result in enumerate(per_step):
-                if isinstance(result, str):
-                    first, worst = first or Divergence(correlation_id, sample, t, "", error=result), math.inf
-                    break
-                for name in outputs:
-                    closeness = compare_close(result[name], reference[sample][t][name], tols[name])
-                    worst = max(worst, closeness.worst_ratio)
-                    if first is None and not closeness.ok:
-                        first = Divergence(correlation_id, sample, t, name, closeness=closeness)
-            if first is not None:
-                found.append(first)
-        return min(found, key=lambda d: (d.step, d.correlation_id), default=None), worst
-
-    def one_after_another(samples: Mapping[int, int]) -> dict[int, list[Arrays | str]]:
-        results: dict[int, list[Arrays | str]] = {}
-        for correlation_id, sample in samples.items():
-            results[correlation_id] = []
-            for t in range(steps):
-                results[correlation_id].append(send(sample, t, correlation_id))
-                if isinstance(results[correlation_id][-1], str):
-                    break
-        return results
-
-    def interleaved(samples: Mapping[int, int]) -> dict[int, list[Arrays | str]]:
-        results: dict[int, list[Arrays | str]] = {correlation_id: [] for correlation_id in samples}
-        with ThreadPoolExecutor(max_workers=min(8, len(samples))) as pool:
-            for t in range(steps):
-                running = [cid for cid in samples if not any(isinstance(r, str) for r in results[cid])]
-                sent = pool.map(lambda cid, t=t: send(samples[cid], t, cid), running)
-                for cid, result in zip(running, sent, strict=True):
-                    results[cid].append(result)
-        return results
 
     base = stream.first_correlation_id
     alone = {base + i: i for i in range(sequences)}
     together = {base + sequences + i: i for i in range(sequences)}
     shift = max(1, sequences // 2) if sequences > 1 else 0
     again = {base + i: (i + shift) % sequences for i in range(sequences)}  # the first run's ids, other samples
-    try:
-        first, first_worst = judge(one_after_another(alone), alone)
-        mixed, mixed_worst = judge(interleaved(together), together)
-        reset, reset_worst = judge(one_after_another(again), again)
-    finally:
-        for extra in opened:
-            extra.close()
+    with _Sequences(triton, model=model, feeds=feeds, outputs=outputs, steps=steps, version=version,
+                    datatypes={t.name: t.metadata_type for t in served.inputs}) as server:
+        first, first_worst = _judge(server.one_after_another(alone), alone, reference, tols)
+        mixed, mixed_worst = _judge(server.interleaved(together), together, reference, tols)
+        reset, reset_worst = _judge(server.one_after_another(again), again, reference, tols)
 
     leaks = "; one after another every sequence matched: state leaks between sequences" if first is None else ""
     not_reset = "; on fresh ids every sequence matched: the state is not reset at START" if first is None else ""
@@ -213,6 +140,105 @@ def stream_checks(triton: Triton, *, model: str, step: Callable[[Mapping[str, np
             ("sequences_match", first), ("isolation", mixed), ("reset", reset))},
     }
     return checks, details
+
+
+def _one_step(feeds: Mapping[str, np.ndarray], sample: int, t: int) -> Arrays:
+    return {name: np.ascontiguousarray(array[sample : sample + 1, t]) for name, array in feeds.items()}
+
+
+def _reference(step: Callable[[Mapping[str, np.ndarray]], Arrays], feeds: Mapping[str, np.ndarray],
+               stream: StreamProbing, outputs: list[str], *, sequences: int, steps: int) -> list[list[Arrays]]:
+    """STEP run alone in ONNX Runtime on each sequence from the initial state: [sample][step] → outputs."""
+    reference: list[list[Arrays]] = []
+    for sample in range(sequences):
+        state = {name: array.copy() for name, array in stream.initial.items()}
+        produced = []
+        for t in range(steps):
+            values = step({**_one_step(feeds, sample, t), **state})
+            produced.append({name: values[name] for name in outputs})
+            state = {state_in: values[state_out] for state_in, state_out in stream.states.items()}
+        reference.append(produced)
+    return reference
+
+
+class _Sequences:
+    """Sequences sent to the server under the sequence batcher, one after another or interleaved step by step,
+    each step's answer the outputs or the server's refusal as text. tritonclient's clients are not thread-safe:
+    every worker thread gets its own connection, closed on exit."""
+
+    def __init__(self, triton: Triton, *, model: str, feeds: Mapping[str, np.ndarray], outputs: list[str],
+                 steps: int, version: str, datatypes: Mapping[str, str]) -> None:
+        self.triton, self.model, self.feeds, self.outputs = triton, model, feeds, outputs
+        self.steps, self.version, self.datatypes = steps, version, datatypes
+        self._local = threading.local()
+        self._opened: list[Triton] = []
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> _Sequences:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for extra in self._opened:
+            extra.close()
+
+    def send(self, sample: int, t: int, correlation_id: int) -> Arrays | str:
+        """One step of one sequence: the outputs, or the server's refusal as text."""
+        own: Triton | None  # this thread's client: the given one on the main thread, else its own
+        if threading.current_thread() is threading.main_thread():
+            own = self.triton
+        elif (own := getattr(self._local, "client", None)) is None:
+            own = self._local.client = self.triton.connect_again()
+            with self._lock:
+                self._opened.append(own)
+        try:
+            return own.infer(self.model, _one_step(self.feeds, sample, t), self.outputs, datatypes=self.datatypes,
+                             version=self.version,
+                             sequence=SequenceStep(correlation_id, start=t == 0, end=t == self.steps - 1))
+        except Rejected as err:
+            return err.answer if isinstance(err, ServerRefused) else str(err)
+
+    def one_after_another(self, samples: Mapping[int, int]) -> dict[int, list[Arrays | str]]:
+        """correlation id → sample: each sequence whole before the next; a refused step ends its sequence."""
+        results: dict[int, list[Arrays | str]] = {}
+        for correlation_id, sample in samples.items():
+            results[correlation_id] = []
+            for t in range(self.steps):
+                results[correlation_id].append(self.send(sample, t, correlation_id))
+                if isinstance(results[correlation_id][-1], str):
+                    break
+        return results
+
+    def interleaved(self, samples: Mapping[int, int]) -> dict[int, list[Arrays | str]]:
+        """Step t of every sequence (concurrently) before step t + 1 of any."""
+        results: dict[int, list[Arrays | str]] = {correlation_id: [] for correlation_id in samples}
+        with ThreadPoolExecutor(max_workers=min(8, len(samples))) as pool:
+            for t in range(self.steps):
+                running = [cid for cid in samples if not any(isinstance(r, str) for r in results[cid])]
+                sent = pool.map(lambda cid, t=t: self.send(samples[cid], t, cid), running)
+                for cid, result in zip(running, sent, strict=True):
+                    results[cid].append(result)
+        return results
+
+
+def _judge(results: Mapping[int, list[Arrays | str]], samples: Mapping[int, int], reference: list[list[Arrays]],
+           tols: Mapping[str, Tolerance]) -> tuple[Divergence | None, float]:
+    """The earliest divergence over the sequences (by step, then by correlation id), or None; and the worst ratio
+    to tolerance over every step served (infinite when a request failed)."""
+    found, worst = [], 0.0
+    for correlation_id, per_step in results.items():
+        sample, first = samples[correlation_id], None
+        for t, result in enumerate(per_step):
+            if isinstance(result, str):
+                first, worst = first or Divergence(correlation_id, sample, t, "", error=result), math.inf
+                break
+            for name, tol in tols.items():
+                closeness = compare_close(result[name], reference[sample][t][name], tol)
+                worst = max(worst, closeness.worst_ratio)
+                if first is None and not closeness.ok:
+                    first = Divergence(correlation_id, sample, t, name, closeness=closeness)
+        if first is not None:
+            found.append(first)
+    return min(found, key=lambda d: (d.step, d.correlation_id), default=None), worst
 
 
 def _check(name: str, divergence: Divergence | None, worst: float, ok: str,
