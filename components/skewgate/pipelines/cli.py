@@ -70,6 +70,8 @@ def warn_if_unsigned(name: str, signing_secret: str | None, *, action: str = "co
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """`skewgate pipeline compile | run | submit | schedule | finish`: one option per line, each with its help, so
+    long (a table, not logic)."""
     parser = parser or argparse.ArgumentParser(prog="skewgate pipeline")
     from skewgate.common.cli_support import describe
 

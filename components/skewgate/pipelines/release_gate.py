@@ -40,7 +40,9 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
     the signing key mounted from the Secret `signing_secret_name` (else `$SKEWGATE_SIGNING_SECRET`; empty: the
     steps sign only where `$SKEWGATE_SIGNING_KEY` is already set, as with kfp.local), and the MLflow credentials
     of the Secret `mlflow_secret_name` (else `$SKEWGATE_MLFLOW_SECRET`; empty: none) in every step that talks to
-    MLflow."""
+    MLflow. Long on purpose: a KFP pipeline is one function whose body is the DAG and whose docstring documents every
+    parameter for the KFP UI; what repeats (parity, probe and promote in each way of serving) is one inner
+    function."""
     resources = load_resources(resources_file, variant=variant)
     gpu_image = GPU_IMAGE if variant == "gpu" else ""
     secret = signing_secret(signing_secret_name)
