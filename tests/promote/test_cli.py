@@ -11,6 +11,7 @@ import pytest
 from mlflow import MlflowClient
 
 from skewgate.cli import main
+from skewgate.common import mlflow_conventions as conv
 from skewgate.common.cli_support import write_report
 from skewgate.common.io import sha256_file
 from skewgate.common.processes import free_port
@@ -309,11 +310,11 @@ def test_a_run_left_running_by_a_killed_promote_is_ended_killed_by_the_next_one(
                                tags={"skewgate.role": "pipeline", "skewgate.pipeline_run_id": ""})
     step = client.create_run(experiment.experiment_id, run_name="promote", tags={
         "mlflow.parentRunId": parent.info.run_id, "skewgate.step": "promote",
-        mlflow_log.PROMOTE_TARGET_TAG: "digits@champion",
-        mlflow_log.PROCESS_TAG: f"{identity[0]}:{dead.stdout.strip()}:{identity[2]}"})
+        conv.PROMOTE_TARGET_TAG: "digits@champion",
+        conv.PROCESS_TAG: f"{identity[0]}:{dead.stdout.strip()}:{identity[2]}"})
     # a run of another host, recent: its process cannot be checked, so it is left alone
     other = client.create_run(experiment.experiment_id, run_name="parity", tags={
-        mlflow_log.PROCESS_TAG: "elsewhere:1:1"})
+        conv.PROCESS_TAG: "elsewhere:1:1"})
     assert _promote(onnx_path, verdicts, uri) == 0  # not held up by the dead contender either
     assert client.get_run(step.info.run_id).info.status == "KILLED"
     assert client.get_run(parent.info.run_id).info.status == "KILLED"
