@@ -70,9 +70,10 @@ def timed(call: object) -> float:
 def main() -> None:
     from tests.probe.conftest import make_mlp
 
+    from skewgate.common.recording import TrackingOptions
     from skewgate.common.triton.repository import write_repository
     from skewgate.common.triton.server import triton_server
-    from skewgate.probe.run import ProbeOptions, run_probe
+    from skewgate.probe.run import ProbeOptions, run
 
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
@@ -83,21 +84,24 @@ def main() -> None:
         for model, path in models.items():
             write_repository(path, tmp / "repo", name=model)
         options = ProbeOptions(concurrency_levels=(1,), requests_per_level=REQUESTS)
+        defaults, untracked = ProbeOptions(), TrackingOptions()
         wall: dict[str, list[float]] = {}
         with triton_server(tmp / "repo", models=tuple(models)) as server:
             plain_loop(server.http_url, "mlp", x)  # warm-up
             plain, ours = [], []
             for _ in range(ROUNDS):
                 plain.append(plain_loop(server.http_url, "mlp", x))
-                verdict = run_probe(url=server.http_url, model="mlp", onnx=models["mlp"], inputs=inputs,
-                                    options=options)
+                verdict = run(url=server.http_url, model="mlp", onnx=models["mlp"], inputs=inputs, options=options,
+                              tracking=untracked)
                 ours.append(verdict.details["latency"][0]["p50_ms"])
             for model, path in models.items():
-                run_probe(url=server.http_url, model=model, onnx=path, inputs=inputs)  # warm-up
-                wall[model] = [timed(lambda m=model, p=path: run_probe(url=server.http_url, model=m, onnx=p,
-                                                                       inputs=inputs))
+                run(url=server.http_url, model=model, onnx=path, inputs=inputs, options=defaults,
+                    tracking=untracked)  # warm-up
+                wall[model] = [timed(lambda m=model, p=path: run(url=server.http_url, model=m, onnx=p, inputs=inputs,
+                                                                 options=defaults, tracking=untracked))
                                for _ in range(WALL_ROUNDS)]
-        wall["wide, local"] = [timed(lambda: run_probe(url="", model="wide", onnx=models["wide"], inputs=inputs))
+        wall["wide, local"] = [timed(lambda: run(url="", model="wide", onnx=models["wide"], inputs=inputs,
+                                                 options=defaults, tracking=untracked))
                                for _ in range(ROUNDS)]
     p_plain, p_ours = float(np.median(plain)), float(np.median(ours))
     print(f"p50 over {REQUESTS} sequential single-sample requests, median of {ROUNDS} alternating rounds")

@@ -1,7 +1,9 @@
 """The step contract, literally: every step folder holds the same five files (anything else lives in one
 clearly named subpackage), and each component's parameter defaults are the options dataclass's defaults."""
 
+import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,81 @@ def test_every_alias_parameter_defaults_to_the_one_alias(tmp_path):
 
     for component in _components_with_an_alias():
         assert parameter_defaults(component, tmp_path)["alias"] == DEFAULT_ALIAS, component.name
+
+
+def _components_and_options():
+    """(component, the options dataclass its step's run.py gives it) for every KFP component with defaults."""
+    from skewgate.calibrate.component import calibrate_op
+    from skewgate.calibrate.run import CalibrateOptions
+    from skewgate.compare.component import compare_op
+    from skewgate.compare.run import CompareOptions
+    from skewgate.drift.component import drift_op, nightly_drift_merge_op, nightly_drift_op, nightly_drift_plan_op
+    from skewgate.drift.run import DriftOptions, NightlyOptions
+    from skewgate.export.component import export_op
+    from skewgate.export.run import ExportOptions
+    from skewgate.parity.component import parity_op
+    from skewgate.parity.run import ParityOptions
+    from skewgate.preprocess.component import preprocess_op
+    from skewgate.preprocess.run import PreprocessOptions
+    from skewgate.probe.component import triton_probe_op
+    from skewgate.probe.run import ProbeOptions
+    from skewgate.promote.component import promote_op
+    from skewgate.promote.run import PromoteOptions
+    from skewgate.verify.component import verify_op
+    from skewgate.verify.run import VerifyOptions
+
+    return [(export_op, ExportOptions), (calibrate_op, CalibrateOptions), (drift_op, DriftOptions),
+            (nightly_drift_op, NightlyOptions), (nightly_drift_plan_op, NightlyOptions),
+            (nightly_drift_merge_op, NightlyOptions), (parity_op, ParityOptions), (triton_probe_op, ProbeOptions),
+            (preprocess_op, PreprocessOptions), (compare_op, CompareOptions), (promote_op, PromoteOptions),
+            (verify_op, VerifyOptions)]
+
+
+# A parameter spelt otherwise than its field (KFP's signature is the pipelines' interface: it keeps its names).
+RENAMED = {"compare-op": {"thresholds": "threshold_specs"}, "promote-op": {"required_steps": "required"},
+           "verify-op": {"required_steps": "required"}}
+# TrackingOptions' fields, as the components spell them
+TRACKING = {"tracking_uri": "uri", "experiment": "experiment", "pipeline_run_id": "pipeline_run_id",
+            "mlflow_deadline": "deadline_s"}
+# Defaults a component keeps apart on purpose, with why.
+DELIBERATE = {
+    ("parity-op", "layerwise"): True,  # on in the pipeline: promote's evidence names the first diverging layer
+    ("triton-probe-op", "experiment"): "",  # empty: the model's name, as the other gates record under
+}
+
+
+def _means(parameter, value) -> bool:
+    """Whether a KFP parameter's default says the field's: None as the parameter's "not set" (empty text, or a
+    negative number), a tuple as comma-separated text, an empty mapping as empty text, anything else as itself
+    (a `Literal` is its string; a flag stays a flag, not a number)."""
+    if value is None:
+        return parameter == "" or (isinstance(parameter, int | float) and parameter < 0)
+    if isinstance(value, tuple | list):
+        return parameter == ",".join(map(str, value))
+    if isinstance(value, Mapping):
+        return not value and parameter == ""
+    return parameter == value and isinstance(parameter, bool) == isinstance(value, bool)
+
+
+@pytest.mark.parametrize(("component", "options"), _components_and_options(), ids=lambda c: getattr(c, "name", None))
+def test_every_component_parameter_defaults_to_its_options_default(tmp_path, component, options):
+    """KFP needs the defaults spelt out in the signature: each parameter named like a field of the step's options
+    dataclass (or of `TrackingOptions`) defaults to that field's default, but for the few kept apart on purpose."""
+    from skewgate.common.recording import TrackingOptions
+    from tests.support.components import parameter_defaults
+
+    fields = {f.name: getattr(options(), f.name) for f in dataclasses.fields(options)}
+    tracking = {name: getattr(TrackingOptions(), field) for name, field in TRACKING.items()}
+    checked = []
+    for name, default in parameter_defaults(component, tmp_path).items():
+        field = RENAMED.get(component.name, {}).get(name, name)
+        if (component.name, name) in DELIBERATE:
+            assert default == DELIBERATE[component.name, name] != fields.get(field, tracking.get(name)), name
+        elif field in fields:
+            assert _means(default, fields[field]), f"{name} = {default!r}, {options.__name__}: {fields[field]!r}"
+        elif name in tracking:
+            assert _means(default, tracking[name]), f"{name} = {default!r}, TrackingOptions: {tracking[name]!r}"
+        else:
+            continue
+        checked.append(name)
+    assert checked, f"{component.name}: no parameter is named like an option"

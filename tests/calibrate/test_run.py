@@ -1,16 +1,16 @@
-"""`run_calibrate`, the one entry of the CLI and the KFP component: the verdict, the files it writes, what it logs
-to the step's run, and `CalibrateOptions` as the single source of defaults."""
+"""`run`, the one entry of the CLI and the KFP component: the verdict, the files it writes, what it logs to the
+step's run, and `CalibrateOptions` as the single source of defaults."""
 
 import dataclasses
-import inspect
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from skewgate.calibrate.core import CalibrateDetails
-from skewgate.calibrate.run import CalibrateOptions, run_calibrate
+from skewgate.calibrate.core import CalibrateDetails, calibrate
+from skewgate.calibrate.run import CalibrateOptions, publish, run
+from skewgate.common.recording import TrackingOptions
 from skewgate.common.verdict import Verdict
 from tests.calibrate import models
 
@@ -44,26 +44,30 @@ def tiny(tmp_path):
 
 
 def test_publishes_the_files_and_the_tables_under_their_names(tiny, tmp_path):
-    run = FakeStepRun()
-    verdict = run_calibrate(run, **tiny, plot=tmp_path / "h.png", html=tmp_path / "r.html",
-                            options=CalibrateOptions(max_accuracy_drop=1.0))
+    step_run, options = FakeStepRun(), CalibrateOptions(max_accuracy_drop=1.0)
+    result = calibrate(**tiny, options=options)
+    publish(result, step_run, plot=tmp_path / "h.png", html=tmp_path / "r.html", options=options)
+    verdict = result.verdict
     assert verdict.status in ("pass", "warn") and tiny["out"].is_file()
     assert verdict.details["int8"]["path"] == str(tiny["out"])
-    assert set(run.tables) == {"calibration_tensors.json", "calibration_trials.json", "calibration_layers.json"}
-    assert run.tables["calibration_trials.json"] == list(verdict.details["trials"])
-    assert set(run.artifacts) == {"calibration_histograms.png", "calibration_report.html"}  # KFP paths: no name
-    assert run.artifacts["calibration_histograms.png"][:4] == b"\x89PNG"
+    assert set(step_run.tables) == {"calibration_tensors.json", "calibration_trials.json", "calibration_layers.json"}
+    assert step_run.tables["calibration_trials.json"] == list(verdict.details["trials"])
+    assert set(step_run.artifacts) == {"calibration_histograms.png", "calibration_report.html"}  # KFP paths: no name
+    assert step_run.artifacts["calibration_histograms.png"][:4] == b"\x89PNG"
     assert (tmp_path / "h.png").is_file() and "accuracy-budget trials" in (tmp_path / "r.html").read_text()
 
 
 def test_without_tracking_or_outputs_it_only_judges(tiny):
-    verdict = run_calibrate(None, **tiny)  # the defaults: CalibrateOptions()
+    verdict = run(**tiny, options=CalibrateOptions(), tracking=TrackingOptions())
     assert verdict.details["method"] == CalibrateOptions().method
     assert verdict.check("accuracy_drop").limit == CalibrateOptions().max_accuracy_drop
+    # what it was judged with: the options, but the names the pictures are logged under
+    judged = {f.name for f in dataclasses.fields(CalibrateOptions)} - {"plot_name", "html_name"}
+    assert set(verdict.settings) == judged
 
 
 def test_details_are_typed_and_serialise_to_the_same_keys(tiny):
-    verdict = run_calibrate(None, **tiny)
+    verdict = run(**tiny, options=CalibrateOptions(), tracking=TrackingOptions())
     # non_finite_fp32 is left out while no tensor holds ±inf (tests/calibrate/test_core.py has one that does)
     assert {f.name for f in dataclasses.fields(CalibrateDetails)} - {"non_finite_fp32"} == DETAIL_KEYS \
         == set(verdict.details)
@@ -71,15 +75,6 @@ def test_details_are_typed_and_serialise_to_the_same_keys(tiny):
     assert set(data["accuracy"]) == {"fp32", "int8", "drop"} and set(data["unfused_drop"]) == {"first", "final"}
     assert set(data["int8"]) == {"path", "sha256"} and isinstance(data["excluded_nodes"], list)
     assert Verdict.from_dict(json.loads(verdict.to_json())).to_json() == verdict.to_json()
-
-
-def test_the_component_defaults_are_the_options_defaults():
-    from skewgate.calibrate.component import calibrate_op
-
-    parameters = inspect.signature(calibrate_op.python_func).parameters
-    defaults = CalibrateOptions()
-    assert parameters["method"].default == defaults.method
-    assert parameters["max_accuracy_drop"].default == defaults.max_accuracy_drop
 
 
 def test_the_cli_defaults_are_the_options_defaults():
@@ -94,21 +89,22 @@ def test_the_cli_defaults_are_the_options_defaults():
     assert (not args.no_equalize, not args.per_tensor_weights) == (defaults.equalize, defaults.per_channel)
 
 
-def test_the_cli_goes_through_run_calibrate_with_its_flags_as_options(monkeypatch, tmp_path):
-    from skewgate.calibrate import run as run_module
+def test_the_cli_goes_through_run_with_its_flags_as_options(monkeypatch, tmp_path):
+    from skewgate.calibrate import cli
     from skewgate.cli import main
     from skewgate.common.verdict import Check
 
     calls = []
 
-    def recording(run, **kwargs):
+    def recording(**kwargs):
         calls.append(kwargs)
         return Verdict.from_checks("calibrate", [Check("accuracy_drop", passed=True)], subject=None)
 
-    monkeypatch.setattr(run_module, "run_calibrate", recording)
+    monkeypatch.setattr(cli, "run", recording)
     assert main(["calibrate", "--onnx", "m.onnx", "--calibration", "c.npz", "--eval", "e.npz", "--out", "o.onnx",
                  "--max-accuracy-drop", "0.05", "--no-equalize", "--html", str(tmp_path / "r.html"),
                  "--tracking-uri", ""]) == 0
     [call] = calls
-    assert call["options"] == CalibrateOptions(max_accuracy_drop=0.05, equalize=False)
-    assert call["html_name"] == "r.html" and str(call["onnx"]) == "m.onnx"
+    # the files are logged under their own names
+    assert call["options"] == CalibrateOptions(max_accuracy_drop=0.05, equalize=False, plot_name="", html_name="")
+    assert call["html"] == tmp_path / "r.html" and str(call["onnx"]) == "m.onnx"

@@ -129,9 +129,9 @@ def test_a_failing_verdict_ends_its_step_run_failed_and_a_passing_one_finished(t
     assert {r.data.tags["skewgate.status"]: r.info.status for r in runs} == {"fail": "FAILED", "pass": "FINISHED"}
 
 
-def test_the_steps_settings_and_inputs_are_logged_from_what_it_was_built_with(tmp_path):
-    """The export step's entry (skewgate/export/run.py) closes over its options dataclass and its input paths:
-    every step run gets them as params and datasets without logging them itself."""
+def test_the_settings_and_inputs_a_step_passes_are_logged_as_params_and_datasets(tmp_path):
+    """A step's `run` (e.g. skewgate/export/run.py) passes its options dataclass and its input paths: the step run
+    gets them as params and as datasets located by path (an input not given, None or "", is left out)."""
     from dataclasses import dataclass
 
     @dataclass(frozen=True)
@@ -145,17 +145,15 @@ def test_the_steps_settings_and_inputs_are_logged_from_what_it_was_built_with(tm
     subject = Subject(artifact=str(tmp_path / "model.onnx"), sha256="ab" * 32, data={"inputs": "cd" * 32},
                       source=str(tmp_path / "model.pt2"), source_sha256="ef" * 32)
 
-    def run(*, model, inputs, options):
-        def evaluate(_run):
-            assert (model, inputs, options) is not None
-            return Verdict.from_checks("export", [Check("opset", passed=True)], subject=subject)
+    def evaluate(_run):
+        return Verdict.from_checks("export", [Check("opset", passed=True)], subject=subject)
 
-        return evaluate_and_record("export", evaluate, TrackingOptions(uri=uri, pipeline_run_id="job-s"))
-
-    assert run(model=tmp_path / "model.pt2", inputs=data, options=ExportOptions(max_samples=8)).status == "pass"
+    verdict = evaluate_and_record("export", evaluate, TrackingOptions(uri=uri, pipeline_run_id="job-s"),
+                                  settings=ExportOptions(max_samples=8),
+                                  inputs={"inputs": data, "model": tmp_path / "model.pt2", "labels": None, "x": ""})
+    assert verdict.status == "pass"
     client, [logged] = _runs(uri)
-    assert logged.data.params == {"tolerances": "[]", "max_samples": "8", "model": str(tmp_path / "model.pt2"),
-                                  "inputs": str(data)}
+    assert logged.data.params == {"tolerances": "[]", "max_samples": "8"}
     datasets = {i.dataset.name: i for i in client.get_run(logged.info.run_id).inputs.dataset_inputs}
     assert set(datasets) == {"model.onnx", "model.pt2", "eval.npz"}
     assert json.loads(datasets["eval.npz"].dataset.source) == {"uri": str(data)}

@@ -48,7 +48,7 @@ class FakeRegistry:
 
 
 class FakeStepRun:
-    """What `publish` and `run_drift` log: tables by file name, artifacts by (name, folder)."""
+    """What `publish` and `gate_in_run` log: tables by file name, artifacts by (name, folder)."""
 
     run_id = "run-1"
 

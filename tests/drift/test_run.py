@@ -1,5 +1,6 @@
-"""run.py with the registry and the step run faked at their seams: the nightly check against the champion (single
-task and fanned out), the release gate's profile evidence, and the Pushgateway that may be down."""
+"""run.py with the registry and the step run faked at their seams (`night_in_run`, `gate_in_run`, `plan_nightly`'s
+registry): the nightly check against the champion (single task and fanned out), the release gate's profile
+evidence, and the Pushgateway that may be down."""
 
 from __future__ import annotations
 
@@ -10,17 +11,19 @@ import pytest
 
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
-from skewgate.drift.core import DriftOptions, make_profile
+from skewgate.common.recording import TrackingOptions
+from skewgate.drift.core import make_profile
 from skewgate.drift.run import (
     NIGHTLY_TAG,
     PROFILE_SHA_TAG,
     PROFILE_URI_TAG,
-    Pictures,
-    Pushgateway,
+    DriftOptions,
+    NightlyOptions,
+    gate_in_run,
+    night_in_run,
     partial_statistics,
     plan_nightly,
     require_tracking,
-    run_drift,
     run_nightly,
 )
 from skewgate.drift.stats.profile import load_profile, save_profile
@@ -30,6 +33,7 @@ from tests.drift.fakes import FakeRegistry, FakeStepRun
 N = 1200
 DATE = "2026-12-01T02:00:00+00:00"
 UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens, the connection is refused
+NIGHTLY = NightlyOptions()
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +68,8 @@ def registry(data):
 def test_nightly_judges_against_the_champions_profile_and_tags_the_champion(data, registry, tmp_path, snapshot,
                                                                             status):
     run = FakeStepRun()
-    verdict = run_nightly(run, registry, model_name="m", current=getattr(data, snapshot), run_date=DATE,
-                          pictures=Pictures(heatmap=tmp_path / "heatmap", html=tmp_path / "report"))
+    verdict = night_in_run(run, registry, model_name="m", current=getattr(data, snapshot), options=NIGHTLY,
+                           run_date=DATE, heatmap=tmp_path / "heatmap", html=tmp_path / "report")
     assert verdict.status == status
     assert verdict.details["reference_from_profile"] is True
     assert verdict.subject is not None and verdict.subject.data["reference"] == load_profile(data.profile).sha256
@@ -97,7 +101,7 @@ def test_nightly_cannot_evaluate_without_the_champions_own_profile(data, registr
     break_it(registry, data)
     before = {v: dict(t) for v, t in registry.tags.items()}
     with pytest.raises(InputError, match=message):
-        run_nightly(None, registry, model_name="m", current=data.healthy, run_date=DATE)
+        night_in_run(None, registry, model_name="m", current=data.healthy, options=NIGHTLY, run_date=DATE)
     assert registry.tags == before  # nothing tagged on a night that could not be judged
 
 
@@ -105,13 +109,14 @@ def test_nightly_cannot_evaluate_without_the_champions_own_profile(data, registr
 def test_fanned_out_nightly_gives_the_single_task_verdict(data, registry, tmp_path, snapshot):
     current = getattr(data, snapshot)
     profile = tmp_path / "plan.profile"
-    rows = plan_nightly(registry, model_name="m", alias="champion", snapshot=current, profile_out=profile)
+    rows = plan_nightly(model_name="m", snapshot=current, profile_out=profile, options=NIGHTLY,
+                        tracking=TrackingOptions(), registry=registry)
     assert rows == N and sha256_file(profile) == sha256_file(data.profile)
     partials = [str(partial_statistics(str(profile), current, shard=k, shards=2, rows=rows, out=str(tmp_path / f"{k}")))
                 for k in range(2)]
-    merged = run_nightly(None, registry, model_name="m", current=current, run_date=DATE, partials=partials,
-                         profile=str(profile))
-    single = run_nightly(None, registry, model_name="m", current=current, run_date=DATE)
+    merged = night_in_run(None, registry, model_name="m", current=current, options=NIGHTLY, run_date=DATE,
+                          partials=partials, profile=str(profile))
+    single = night_in_run(None, registry, model_name="m", current=current, options=NIGHTLY, run_date=DATE)
     assert merged.status == single.status
     assert [(c.name, c.passed) for c in merged.checks] == [(c.name, c.passed) for c in single.checks]
     assert merged.check("ks_drift").value == single.check("ks_drift").value
@@ -120,20 +125,20 @@ def test_fanned_out_nightly_gives_the_single_task_verdict(data, registry, tmp_pa
 
 
 def test_fan_out_refuses_partials_of_a_profile_that_is_no_longer_the_champions(data, registry, tmp_path):
-    rows = plan_nightly(registry, model_name="m", alias="champion", snapshot=data.healthy,
-                        profile_out=tmp_path / "plan.profile")
+    rows = plan_nightly(model_name="m", snapshot=data.healthy, profile_out=tmp_path / "plan.profile", options=NIGHTLY,
+                        tracking=TrackingOptions(), registry=registry)
     partial = partial_statistics(str(tmp_path / "plan.profile"), data.healthy, shard=0, shards=1, rows=rows,
                                  out=str(tmp_path / "0"))
     registry.add_champion(data.other_profile, version="4")  # promoted while the shards ran
     with pytest.raises(InputError, match=PROFILE_SHA_TAG):
-        run_nightly(None, registry, model_name="m", current=data.healthy, partials=[str(partial)],
-                    profile=str(tmp_path / "plan.profile"))
+        night_in_run(None, registry, model_name="m", current=data.healthy, options=NIGHTLY, partials=[str(partial)],
+                     profile=str(tmp_path / "plan.profile"))
 
 
 @pytest.mark.parametrize("run_date", ["", "{{$.pipeline_job_schedule_time_utc}}"],
                          ids=["no-date", "unresolved-kfp-placeholder"])
 def test_an_unscheduled_night_is_dated_now(data, registry, run_date):
-    verdict = run_nightly(None, registry, model_name="m", current=data.healthy, run_date=run_date)
+    verdict = night_in_run(None, registry, model_name="m", current=data.healthy, options=NIGHTLY, run_date=run_date)
     dated = datetime.fromisoformat(verdict.details["run_date"])
     assert abs(datetime.now(UTC) - dated) < timedelta(minutes=5)
     # no step run (no tracking): no run id to record
@@ -141,8 +146,8 @@ def test_an_unscheduled_night_is_dated_now(data, registry, run_date):
 
 
 def test_an_unreachable_pushgateway_is_recorded_and_the_verdict_stands(data, registry):
-    verdict = run_nightly(None, registry, model_name="m", current=data.drifted, run_date=DATE,
-                          pushgateway=UNREACHABLE)
+    verdict = night_in_run(None, registry, model_name="m", current=data.drifted, run_date=DATE,
+                           options=NightlyOptions(pushgateway_url=UNREACHABLE))
     assert verdict.status == "fail"
     assert verdict.details["pushgateway"].startswith(f"not pushed: pushgateway {UNREACHABLE}")
     assert registry.tags["3"][NIGHTLY_TAG].startswith("fail ")
@@ -150,8 +155,8 @@ def test_an_unreachable_pushgateway_is_recorded_and_the_verdict_stands(data, reg
 
 def test_release_gate_records_the_profile_it_wrote_as_registry_evidence(data, tmp_path):
     run, out = FakeStepRun(), tmp_path / "profile"
-    verdict = run_drift(run, reference=data.reference, current=data.healthy, options=DriftOptions(sketch=256),
-                        profile_out=out)
+    verdict = gate_in_run(run, reference=data.reference, current=data.healthy, options=DriftOptions(sketch=256),
+                          profile_out=out)
     assert verdict.registry_tags == {PROFILE_URI_TAG: "mem://run-1/profile/reference.profile",
                                      PROFILE_SHA_TAG: sha256_file(out)}
     assert run.artifacts[("reference.profile", "profile")] == out.read_bytes()
@@ -165,23 +170,25 @@ def test_release_gate_records_the_profile_it_wrote_as_registry_evidence(data, tm
                          ids=["untracked-profile-not-evidence", "no-profile-asked"])
 def test_no_registry_evidence_without_a_logged_profile(data, tmp_path, tracked, profile_out):
     out = tmp_path / "profile"
-    verdict = run_drift(FakeStepRun() if tracked else None, reference=data.reference, current=data.healthy,
-                        profile_out=out if profile_out else None)
+    verdict = gate_in_run(FakeStepRun() if tracked else None, reference=data.reference, current=data.healthy,
+                          options=DriftOptions(), profile_out=out if profile_out else None)
     assert verdict.registry_tags == {}
     assert out.exists() == profile_out
 
 
 def test_cli_style_push_is_recorded_in_the_details(data):
-    verdict = run_drift(None, reference=data.reference, current=data.healthy,
-                        pushgateway=Pushgateway(url=UNREACHABLE, model="m"))
+    verdict = gate_in_run(None, reference=data.reference, current=data.healthy,
+                          options=DriftOptions(pushgateway_url=UNREACHABLE, pushgateway_model="m"))
     assert verdict.status == "pass" and verdict.details["pushgateway"].startswith("not pushed")
 
 
-def test_nightly_needs_tracking():
+def test_nightly_needs_tracking(data):
     with pytest.raises(InputError, match="tracking_uri"):
         require_tracking(None)
     run = FakeStepRun()
     assert require_tracking(run) is run
+    verdict = run_nightly(model_name="m", current=data.healthy, options=NIGHTLY, tracking=TrackingOptions())
+    assert verdict.status == "error" and "tracking_uri" in verdict.message
 
 
 
@@ -190,8 +197,8 @@ def test_nightly_carries_the_series_on_the_champions_tags_and_a_new_profile_star
     from skewgate.drift.stats.series import CHECK, SeriesState, load_state
 
     for night in (1, 2):
-        verdict = run_nightly(None, registry, model_name="m", current=data.healthy, run_date=DATE,
-                              series_out=tmp_path / "series.json")
+        verdict = night_in_run(None, registry, model_name="m", current=data.healthy, options=NIGHTLY, run_date=DATE,
+                               series_out=tmp_path / "series.json")
         assert verdict.status == "pass"
         assert [c.name for c in verdict.checks][-1] == CHECK
         assert verdict.details["series"]["nights"] == night
@@ -199,8 +206,9 @@ def test_nightly_carries_the_series_on_the_champions_tags_and_a_new_profile_star
         assert state is not None and state.nights == night and state == load_state(tmp_path / "series.json")
         assert state.profile == registry.tags["3"][PROFILE_SHA_TAG]
     # the file, when given, is read instead of the tags; a new profile on the version starts a new series
-    assert run_nightly(None, registry, model_name="m", current=data.healthy,
-                       series_in=tmp_path / "missing.json").details["series"]["nights"] == 1
+    assert night_in_run(None, registry, model_name="m", current=data.healthy, options=NIGHTLY,
+                        series_in=tmp_path / "missing.json").details["series"]["nights"] == 1
     registry.add_champion(data.other_profile, version="3")
     registry.tags["3"].update(state.tags())
-    assert run_nightly(None, registry, model_name="m", current=data.healthy).details["series"]["nights"] == 1
+    assert night_in_run(None, registry, model_name="m", current=data.healthy,
+                        options=NIGHTLY).details["series"]["nights"] == 1

@@ -1,11 +1,8 @@
 import pytest
 from kfp import dsl
 
-from skewgate.common.recording import TrackingOptions
 from skewgate.common.verdict import Verdict
 from skewgate.export.component import export_op
-from skewgate.export.run import ExportOptions
-from tests.support.components import parameter_defaults
 
 
 def _outputs(tmp_path):
@@ -57,11 +54,3 @@ def test_component_raises_when_it_cannot_evaluate(example_npz, tmp_path):
         export_op.python_func(model=dsl.Model(uri=str(tmp_path / "missing.pt2")),
                               example_inputs=dsl.Dataset(uri=str(example_npz)), **outputs)
     assert Verdict.read(tmp_path / "verdict").status == "error"
-
-
-def test_compiles_with_the_optionsparameter_defaults(tmp_path):
-    options, tracking = ExportOptions(), TrackingOptions()
-    assert parameter_defaults(export_op, tmp_path) == {
-        "max_samples": options.max_samples, "tolerances": ";".join(options.tolerances),
-        "states": ",".join(options.states),
-        "tracking_uri": tracking.uri, "experiment": tracking.experiment, "pipeline_run_id": tracking.pipeline_run_id}

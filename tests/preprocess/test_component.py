@@ -4,14 +4,6 @@ from types import SimpleNamespace
 import numpy as np
 
 from skewgate.preprocess.component import preprocess_op
-from skewgate.preprocess.run import PreprocessOptions
-from tests.support.components import parameter_defaults
-
-
-def test_compiles_with_the_options_defaults(tmp_path):
-    defaults = parameter_defaults(preprocess_op, tmp_path)
-    assert (defaults.pop("array") or None) == PreprocessOptions().array
-    assert defaults == {"tracking_uri": "", "experiment": "skewgate", "pipeline_run_id": ""}
 
 
 class _Metrics:

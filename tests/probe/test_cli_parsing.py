@@ -40,8 +40,23 @@ def test_the_probe_needs_model_onnx_and_inputs(capsys):
     assert "the following arguments are required: --onnx, --inputs" in capsys.readouterr().err
 
 
-def test_a_protocol_that_is_neither_http_nor_grpc_is_bad_input():
+def test_a_protocol_that_is_neither_http_nor_grpc_is_bad_input_recorded_as_an_error_verdict(tmp_path):
+    from skewgate.common.errors import InputError
+    from skewgate.common.recording import TrackingOptions
+    from skewgate.probe.run import run
+
+    options = ProbeOptions(protocol="tcp")  # type: ignore[arg-type]  # the component's parameter is any string
+    with pytest.raises(InputError, match="protocol: expected one of"):
+        options.check()
+    verdict = run(url="127.0.0.1:1", model="m", onnx=tmp_path / "m.onnx", inputs=tmp_path / "x.npz",
+                  options=options, tracking=TrackingOptions())
+    assert verdict.status == "error" and verdict.message.startswith("protocol: expected one of")
+
+
+def test_state_options_without_stream_are_bad_input():
     from skewgate.common.errors import InputError
 
-    with pytest.raises(InputError, match="protocol: expected one of"):
-        ProbeOptions(protocol="tcp")  # type: ignore[arg-type]  # the component's parameter is any string
+    with pytest.raises(InputError, match="--stream"):
+        ProbeOptions(states={"h": "h_next"}).check()
+    with pytest.raises(InputError, match="--state"):
+        ProbeOptions(stream=True).check()

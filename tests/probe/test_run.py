@@ -1,18 +1,19 @@
-"""run_probe against a real tritonserver: the right deployment passes, each broken one fails by name."""
+"""The probe's `run` against a real tritonserver: the right deployment passes, each broken one fails by name."""
 
 import pytest
 
-from skewgate.common.errors import BackendError
 from skewgate.common.processes import free_port
-from skewgate.probe.run import ProbeOptions, run_probe
+from skewgate.common.recording import TrackingOptions
+from skewgate.probe.run import ProbeOptions, run
 
 pytestmark = pytest.mark.integration
 QUICK = ProbeOptions(requests_per_level=10)
+UNTRACKED = TrackingOptions()
 
 
 def _probe(served, models, name, **options):
-    return run_probe(url=served.http_url, model=name, onnx=models["good"], inputs=models["inputs"],
-                 repository=served.repository, options=ProbeOptions(**{**vars(QUICK), **options}))
+    return run(url=served.http_url, model=name, onnx=models["good"], inputs=models["inputs"],
+               repository=served.repository, options=ProbeOptions(**{**vars(QUICK), **options}), tracking=UNTRACKED)
 
 
 def _failed(verdict):
@@ -22,8 +23,8 @@ def _failed(verdict):
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_the_gated_model_served_right_passes(served, models, protocol):
     url = served.http_url if protocol == "http" else served.grpc_url
-    verdict = run_probe(url=url, model="good", onnx=models["good"], inputs=models["inputs"],
-                    repository=served.repository, options=ProbeOptions(protocol=protocol, requests_per_level=10))
+    verdict = run(url=url, model="good", onnx=models["good"], inputs=models["inputs"], repository=served.repository,
+                  options=ProbeOptions(protocol=protocol, requests_per_level=10), tracking=UNTRACKED)
     assert verdict.status == "pass", verdict.message
     names = {c.name for c in verdict.checks}
     assert {"server_live", "model_ready", "signature.inputs", "config.dims.inputs", "served_artifact",
@@ -53,8 +54,8 @@ def test_a_different_file_served_is_caught(served, models, name):
 
 
 def test_without_the_repository_outputs_still_catch_a_different_file(served, models):
-    verdict = run_probe(url=served.http_url, model="otherfile", onnx=models["good"], inputs=models["inputs"],
-                    options=QUICK)
+    verdict = run(url=served.http_url, model="otherfile", onnx=models["good"], inputs=models["inputs"],
+                  options=QUICK, tracking=UNTRACKED)
     assert "served_artifact" not in {c.name for c in verdict.checks}
     assert "not verifiable" in verdict.details["served_artifact"]
     assert "outputs_match.y" in _failed(verdict)
@@ -71,8 +72,8 @@ def test_model_that_fails_to_load_fails_with_the_servers_text(models, tmp_path, 
     written = write_repository(models["good"], tmp_path / "repo", name="broken")
     written.onnx.write_bytes(written.onnx.read_bytes()[:40])  # truncated
     with triton_server(tmp_path / "repo", installation=installation) as server:
-        verdict = run_probe(url=server.http_url, model="broken", onnx=models["good"], inputs=models["inputs"],
-                        options=QUICK)
+        verdict = run(url=server.http_url, model="broken", onnx=models["good"], inputs=models["inputs"],
+                      options=QUICK, tracking=UNTRACKED)
     assert verdict.status == "fail"
     detail = _failed(verdict)["model_ready"]
     assert detail.startswith("broken failed to load: ") and "load failed for model 'broken'" in detail
@@ -82,7 +83,7 @@ def test_server_down_is_an_error_within_the_deadline(models):
     import time
 
     started = time.monotonic()
-    with pytest.raises(BackendError, match="live failed for 2s"):
-        run_probe(url=f"127.0.0.1:{free_port()}", model="good", onnx=models["good"], inputs=models["inputs"],
-              options=ProbeOptions(deadline_s=2))
+    verdict = run(url=f"127.0.0.1:{free_port()}", model="good", onnx=models["good"], inputs=models["inputs"],
+                  options=ProbeOptions(deadline_s=2), tracking=UNTRACKED)
+    assert verdict.status == "error" and "live failed for 2s" in verdict.message
     assert time.monotonic() - started < 10

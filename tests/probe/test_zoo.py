@@ -4,9 +4,10 @@ invariance and dynamic batching included — whatever its inputs' dtypes and ran
 
 import pytest
 
+from skewgate.common.recording import TrackingOptions
 from skewgate.common.triton.repository import write_repository
 from skewgate.common.triton.server import triton_server
-from skewgate.probe.run import ProbeOptions, run_probe
+from skewgate.probe.run import ProbeOptions, run
 from tests.zoo import ZOO, export, save
 
 pytestmark = pytest.mark.integration
@@ -29,7 +30,7 @@ def deployed(tmp_path_factory, installation):
 def test_every_zoo_model_deployed_right_passes_the_probe(deployed, name):
     server, built = deployed
     files, onnx_path = built[name]
-    verdict = run_probe(url=server.http_url, model=name.replace("_", "-"), onnx=onnx_path, inputs=files.inputs,
-                    repository=server.repository, options=ProbeOptions(requests_per_level=10))
+    verdict = run(url=server.http_url, model=name.replace("_", "-"), onnx=onnx_path, inputs=files.inputs,
+                  repository=server.repository, options=ProbeOptions(requests_per_level=10), tracking=TrackingOptions())
     assert verdict.status == "pass", verdict.message
     assert {"outputs_match", "batch_invariance", "dynamic_batching"} <= {c.name.split(".")[0] for c in verdict.checks}

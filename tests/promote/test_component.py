@@ -1,5 +1,5 @@
-"""promote_op as KFP sees it: it compiles, its defaults are `PromoteOptions`'s, and it lays the pipeline's
-artifacts out as promote reads them."""
+"""promote_op as KFP sees it: it lays the pipeline's artifacts out as promote reads them (tests/test_step_contract.py
+holds its defaults to `PromoteOptions`'s)."""
 
 import os
 
@@ -8,19 +8,8 @@ import pytest
 from skewgate.common import attest
 from skewgate.common.attest import write_trusted_keys
 from skewgate.common.errors import InputError
-from skewgate.promote.component import promote_op
-from skewgate.promote.run import PromoteOptions, gather_verdicts, split_steps
+from skewgate.promote.run import gather_verdicts
 from tests.common.test_io import deadline
-from tests.support.components import parameter_defaults
-
-
-def test_compiles_with_the_optionsparameter_defaults(tmp_path):
-    defaults = parameter_defaults(promote_op, tmp_path)
-    options = PromoteOptions()
-    assert split_steps(defaults.pop("required_steps")) == options.required
-    assert defaults == {"alias": options.alias, "allow_warn": options.allow_warn,
-                        "allow_unsigned": options.allow_unsigned, "trusted_public_keys": "", "pipeline_run_id": "",
-                        "policy": options.policy}
 
 
 def test_every_concatenated_public_key_becomes_a_trusted_key(tmp_path):

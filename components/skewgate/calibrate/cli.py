@@ -8,15 +8,15 @@ import sys
 from pathlib import Path
 from typing import get_args
 
-from skewgate.common.cli_support import add_common_args, describe, run_step
-from skewgate.common.verdict import Verdict
+from skewgate.calibrate.run import CalibrateOptions, run
+from skewgate.common.cli_support import add_common_args, describe, exit_code, finish_cli, tracking_options
+
+_DEFAULTS = CalibrateOptions()
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     from skewgate.calibrate.int8.ranges import Method
-    from skewgate.calibrate.run import CalibrateOptions
 
-    defaults = CalibrateOptions()
     parser = parser or argparse.ArgumentParser(prog="skewgate calibrate")
     describe(parser, "Calibrate and quantise an ONNX model to INT8 (QDQ) in bounded memory, robust to activation "
                      "outliers, and gate on the accuracy drop; layers that break the budget are kept in FP32 one at "
@@ -32,19 +32,19 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--labels", type=Path,
                         help=".npy of class indices for the eval inputs (or an .npz holding a 'labels' array)")
     parser.add_argument("--out", required=True, type=Path, help="where to write the INT8 model")
-    parser.add_argument("--method", choices=get_args(Method), default=defaults.method,
+    parser.add_argument("--method", choices=get_args(Method), default=_DEFAULTS.method,
                         help="range per tensor (default: auto, the least expected quantisation error)")
-    parser.add_argument("--max-accuracy-drop", type=float, default=defaults.max_accuracy_drop,
+    parser.add_argument("--max-accuracy-drop", type=float, default=_DEFAULTS.max_accuracy_drop,
                         help="budget: accuracy points with labels, else top-1 disagreement (default: %(default)s)")
-    parser.add_argument("--max-fallback-layers", type=int, default=defaults.max_fallback_layers,
+    parser.add_argument("--max-fallback-layers", type=int, default=_DEFAULTS.max_fallback_layers,
                         help="most candidates (layers, op groups, 7-bit weights) tried while chasing the budget "
                              "(default: %(default)s)")
-    parser.add_argument("--min-int8-mac-share", type=float, default=defaults.min_int8_mac_share,
+    parser.add_argument("--min-int8-mac-share", type=float, default=_DEFAULTS.min_int8_mac_share,
                         help="warn when the written model runs a smaller share of its MACs in INT8 "
                              "(default: %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=defaults.batch_size,
+    parser.add_argument("--batch-size", type=int, default=_DEFAULTS.batch_size,
                         help="samples per ONNX Runtime call while calibrating and evaluating (default: %(default)s)")
-    parser.add_argument("--min-calibration-samples", type=int, default=defaults.min_calibration_samples,
+    parser.add_argument("--min-calibration-samples", type=int, default=_DEFAULTS.min_calibration_samples,
                         help="fewer calibration samples than this is an error: the ranges would not be trusted "
                              "(default: %(default)s)")
     parser.add_argument("--no-equalize", action="store_true", help="never rescale outlier channels")
@@ -57,20 +57,14 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     args = build_parser(parser).parse_args(sys.argv[1:] if argv is None else argv)
-
-    def evaluate(run: object) -> Verdict:
-        from skewgate.calibrate.run import CalibrateOptions, run_calibrate
-        from skewgate.common.mlflow_log import StepRun
-
-        options = CalibrateOptions(method=args.method, max_accuracy_drop=args.max_accuracy_drop,
-                                   max_fallback_layers=args.max_fallback_layers, batch_size=args.batch_size,
-                                   min_int8_mac_share=args.min_int8_mac_share,
-                                   min_calibration_samples=args.min_calibration_samples,
-                                   equalize=not args.no_equalize, per_channel=not args.per_tensor_weights)
-        return run_calibrate(run if isinstance(run, StepRun) else None, onnx=args.onnx,
-                             calibration=args.calibration, eval_data=args.eval_data, out=args.out,
-                             labels=args.labels, plot=args.plot, html=args.html,
-                             plot_name=args.plot.name if args.plot else "",
-                             html_name=args.html.name if args.html else "", options=options)
-
-    return run_step("calibrate", args, evaluate)
+    options = CalibrateOptions(method=args.method, max_accuracy_drop=args.max_accuracy_drop,
+                               max_fallback_layers=args.max_fallback_layers, batch_size=args.batch_size,
+                               min_int8_mac_share=args.min_int8_mac_share,
+                               min_calibration_samples=args.min_calibration_samples,
+                               equalize=not args.no_equalize, per_channel=not args.per_tensor_weights,
+                               plot_name="", html_name="")  # logged under the files' own names
+    verdict = run(onnx=args.onnx, calibration=args.calibration, eval_data=args.eval_data, out=args.out,
+                  labels=args.labels, plot=args.plot, html=args.html, options=options,
+                  tracking=tracking_options(args))
+    finish_cli(verdict, args)
+    return exit_code(verdict)

@@ -47,19 +47,15 @@ def calibrate_op(
     from typing import cast
 
     from skewgate.calibrate.int8.ranges import Method
-    from skewgate.calibrate.run import CalibrateOptions, run_calibrate
+    from skewgate.calibrate.run import CalibrateOptions, run
     from skewgate.common.kfp_io import finish
-    from skewgate.common.recording import TrackingOptions, evaluate_and_record
+    from skewgate.common.recording import TrackingOptions
 
     # A KFP parameter is a plain string: `calibrate()` checks it is a `Method` before anything else (an
     # InputError, recorded as the step's error verdict).
-    options = CalibrateOptions(method=cast(Method, method), max_accuracy_drop=max_accuracy_drop)
-    result = evaluate_and_record(
-        "calibrate",
-        lambda run: run_calibrate(run, onnx=onnx_model.path, calibration=calibration_data.path,
-                                  eval_data=eval_data.path, out=int8_model.path, plot=histograms.path,
-                                  html=html_report.path, options=options),
-        TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id),
-    )
+    result = run(onnx=onnx_model.path, calibration=calibration_data.path, eval_data=eval_data.path,
+                 out=int8_model.path, plot=histograms.path, html=html_report.path,
+                 options=CalibrateOptions(method=cast(Method, method), max_accuracy_drop=max_accuracy_drop),
+                 tracking=TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id))
     int8_model.metadata["format"] = "onnx-qdq-int8"
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

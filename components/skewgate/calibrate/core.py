@@ -24,12 +24,13 @@ from typing import Any, get_args
 import numpy as np
 
 from skewgate.calibrate.int8 import collect
-from skewgate.calibrate.int8.budget import Budget, Outcome, budget_loop, trial_row
+from skewgate.calibrate.int8.budget import Outcome, budget_loop, trial_row
 from skewgate.calibrate.int8.coverage import coverage, describe, macs_per_node
 from skewgate.calibrate.int8.equalize import equalizable_pairs, equalize
 from skewgate.calibrate.int8.evaluate import Evaluation, Fp32Side, judge, layerwise, platform, reference
 from skewgate.calibrate.int8.quantize import WEIGHTED_OPS, Quantizer, nodes_touching, tensors_to_calibrate
 from skewgate.calibrate.int8.ranges import Choice, Method, choose
+from skewgate.calibrate.run import CalibrateOptions
 from skewgate.common import mlflow_conventions as conv
 from skewgate.common.compare import Tolerance
 from skewgate.common.error_stats import RunningError
@@ -41,23 +42,6 @@ from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
 log = logging.getLogger(__name__)
 STEP = "calibrate"
 EQUALIZATION_TOLERANCE = Tolerance(rtol=1e-4, atol=1e-4)  # rescaling is exact up to float rounding
-
-
-@dataclass(frozen=True)
-class CalibrateOptions:
-    method: Method = "auto"
-    max_accuracy_drop: float = 0.01  # accuracy points with labels, else top-1 disagreement with FP32
-    max_fallback_layers: int = 8
-    batch_size: int = 32
-    min_calibration_samples: int = 32
-    per_channel: bool = True
-    equalize: bool = True
-    outlier_ratio: float = 10.0  # max / p99.99 from which a tensor is flagged
-    max_uncovered: float = 0.01  # eval values beyond the range, in excess of what calibration itself clipped
-    min_int8_mac_share: float = 0.8  # below: warn, the written model is mostly FP32
-
-    def budget(self) -> Budget:
-        return Budget(self.max_accuracy_drop, self.max_fallback_layers, self.batch_size)
 
 
 JUDGED = ("the --out file in a default ONNX Runtime session (full graph optimisation, no exposed intermediates); "
@@ -121,7 +105,8 @@ class CalibrationResult:
 
 
 def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Path, out: str | Path,
-              labels: str | Path | None = None, options: CalibrateOptions = CalibrateOptions()) -> CalibrationResult:
+              labels: str | Path | None = None, options: CalibrateOptions | None = None) -> CalibrationResult:
+    options = options or CalibrateOptions()
     if options.method not in get_args(Method):
         raise InputError("method", expected=f"one of {get_args(Method)}", found=repr(options.method))
     model = load_onnx(onnx)

@@ -1,5 +1,6 @@
-"""What every step's CLI shares: common flags, logging to stderr, the MLflow step run, the report file, the
-human summary, and the exit code (0 pass/warn, 1 gate failed, 2 could not evaluate)."""
+"""What every step's CLI shares: common flags, logging to stderr, the tracking options they give the step's
+`run` (which records its verdict), the report file, the human summary, and the exit code (0 pass/warn, 1 gate
+failed, 2 could not evaluate)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from skewgate.common.errors import InputError
-from skewgate.common.recording import Evaluate, TrackingOptions, evaluate_and_record, sign_verdict
+from skewgate.common.recording import TrackingOptions, sign_verdict
 from skewgate.common.verdict import Verdict
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_ERROR = 0, 1, 2
@@ -168,18 +169,12 @@ def _check_file_store(uri: str, folder: str, *, reads_only: bool, refuse: Callab
 
 
 def finish_cli(verdict: Verdict, args: argparse.Namespace) -> None:
-    """Write the report (and its envelope) when asked, and the human summary to stderr."""
+    """Write the report (and its envelope) when asked, and the human summary to stderr. A command without
+    `--signing-key` (verify) signs with $SKEWGATE_SIGNING_KEY when it is set."""
     if args.report:
-        write_report(verdict, args.report, signing_key=args.signing_key)
+        write_report(verdict, args.report, signing_key=getattr(args, "signing_key", ""))
     text = summary(verdict)
     print(text.splitlines()[0] if args.quiet else text, file=sys.stderr)
-
-
-def run_step(step: str, args: argparse.Namespace, evaluate: Evaluate) -> int:
-    """Evaluate inside an MLflow step run (when tracking is configured); always write the report."""
-    verdict = evaluate_and_record(step, evaluate, tracking_options(args))
-    finish_cli(verdict, args)
-    return exit_code(verdict)
 
 
 def write_report(verdict: Verdict, path: Path, *, signing_key: str = "") -> None:

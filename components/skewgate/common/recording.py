@@ -1,4 +1,5 @@
-"""Evaluate a step and record its verdict in MLflow: the part the CLI and the KFP component share.
+"""Evaluate a step and record its verdict in MLflow: what every step's `run` (run.py, which its CLI and its KFP
+component call) does around its evaluation.
 
 Whatever happens, a `Verdict` comes back: an exception during evaluation becomes status `error` (could not
 evaluate), and so does a failure to record it (an unrecorded verdict must not count as evidence).
@@ -10,8 +11,8 @@ process) are byte for byte the one logged in the step run.
 
 Every step run also shows how the step was set up and what it read: its settings as params (logged before it
 evaluates, so a step that errors shows them too) and its inputs as datasets (from the verdict's subject, located
-by path where the step's inputs are known). The settings are the `settings` a caller passes (its options
-dataclass); without them, what `evaluate` was built from (`settings_of`).
+by path where the step's inputs are known). Each step's `run.py` passes both: `settings`, its options dataclass,
+and `inputs`, its input paths by the names its verdict's subject gives their digests.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
@@ -62,54 +63,19 @@ def _step_run(step: str, tracking: TrackingOptions) -> Iterator[StepRun | None]:
         yield run
 
 
-def settings_of(evaluate: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """(settings, input paths) that `evaluate` was built from, read from the variables it closes over: the step's
-    options dataclass (`options`: its fields; another `…Options`: under its name), the CLI's parsed arguments (their
-    attributes) and plain values (text, numbers, flags, paths) by name. Input paths are the path-like values
-    (and a KFP artifact's `.path`) by name: they locate the inputs a verdict names (`inputs`, `eval`, …)."""
-    code = getattr(evaluate, "__code__", None)
-    names = code.co_freevars if code is not None else ()
-    settings: dict[str, Any] = {}
-    paths: dict[str, str] = {}
-    for name, cell in zip(names, getattr(evaluate, "__closure__", None) or (), strict=False):
-        try:
-            value = cell.cell_contents
-        except ValueError:  # a variable not bound yet
-            continue
-        if is_dataclass(value) and not isinstance(value, type):
-            if name == "options":
-                settings.update({f.name: getattr(value, f.name) for f in fields(value)})
-            elif type(value).__name__.endswith("Options"):
-                settings[name] = value
-            continue  # other records (a subject, a result) are what the step works on, not how
-        named = vars(value).items() if type(value).__name__ == "Namespace" else [(name, value)]
-        for key, item in named:
-            if _plain(item):
-                settings[key] = item
-            if isinstance(item, str | PurePath) and item:
-                paths[key] = str(item)
-            elif isinstance(getattr(item, "path", None), str):  # a KFP Input[…] artifact
-                paths[key] = item.path
-    return settings, paths
-
-
-def _plain(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float | bool | PurePath) or (
-        isinstance(value, tuple | list) and all(isinstance(v, str | int | float | bool) for v in value))
-
-
 def evaluate_and_record(step: str, evaluate: Evaluate, tracking: TrackingOptions, *, settings: Any = None,
-                        inputs: Mapping[str, str | PurePath] | None = None) -> Verdict:
+                        inputs: Mapping[str, str | PurePath | None] | None = None) -> Verdict:
     """`evaluate` inside the step's MLflow run (when `tracking` has a URI), its verdict recorded there. `settings`
-    (the step's options dataclass, or a mapping) become the run's params and `inputs` (name → path, by the names
-    the verdict's subject gives their digests) locate its datasets; each defaults to what `evaluate` closes over."""
+    (the step's options dataclass, or a mapping; None: no params) become the run's params and `inputs` (name →
+    path, by the names the verdict's subject gives their digests; an input not given is None) locate its
+    datasets."""
     verdict: Verdict | None = None
     try:
         with _step_run(step, tracking) as run:
             if run is not None:
-                found, paths = settings_of(evaluate)
-                run.input_paths.update({**paths, **{k: str(v) for k, v in (inputs or {}).items()}})
-                run.log_settings(found if settings is None else settings)
+                run.input_paths.update({k: str(v) for k, v in (inputs or {}).items() if v is not None and str(v)})
+                if settings is not None:
+                    run.log_settings(settings)
             try:
                 verdict = evaluate(run)
             except SkewgateError as err:

@@ -122,7 +122,8 @@ def run(*, onnx: str | Path, model_name: str, eval_data: str | Path, options: Co
                              eval_data=eval_data, labels=labels, options=options, markdown=markdown
                              ).judged_with(options)
 
-    return evaluate_and_record(STEP, evaluate, tracking)
+    return evaluate_and_record(STEP, evaluate, tracking, settings=options,
+                               inputs={"onnx": onnx, "eval": eval_data, "labels": labels})
 
 
 def _judge_in_run(run: StepRun | None, *, onnx: str | Path, model_name: str, eval_data: str | Path,

@@ -6,19 +6,21 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, get_args
+from typing import get_args
 
-from skewgate.common.cli_support import EXIT_ERROR, add_common_args, configure_logging, describe, run_step
+from skewgate.common.cli_support import (
+    EXIT_ERROR,
+    add_common_args,
+    configure_logging,
+    describe,
+    exit_code,
+    finish_cli,
+    tracking_options,
+)
 from skewgate.common.errors import SkewgateError
-from skewgate.drift.core import DriftOptions
+from skewgate.drift.run import DEFAULTS, DriftOptions, run, write_profile
 from skewgate.drift.stats.ks import Correction
 from skewgate.drift.stats.series import SeriesOptions
-
-if TYPE_CHECKING:
-    from skewgate.common.mlflow_log import StepRun
-    from skewgate.common.verdict import Verdict
-
-DEFAULTS = DriftOptions()  # every flag's default comes from here
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
@@ -44,8 +46,6 @@ def _axis(text: str) -> tuple[str, int]:
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    from skewgate.drift.run import Pushgateway
-
     parser = parser or argparse.ArgumentParser(prog="skewgate drift")
     parser.usage = ("%(prog)s --reference REF --current CUR [options]\n"
                     "       %(prog)s profile --reference REF --out PROFILE [options]")
@@ -79,12 +79,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="monitor a series of nights against one reference: read the running e-value from this "
                              "JSON file (absent: a new series), add the anytime-valid check "
                              "`series.anytime_valid`, write the file back")
-    parser.add_argument("--series-alpha", type=float, default=SeriesOptions().alpha,
+    parser.add_argument("--series-alpha", type=float, default=DEFAULTS.series.alpha,
                         help="with --series-state: P(any false alarm over every night) ≤ this "
-                             f"(default: {SeriesOptions().alpha})")
-    parser.add_argument("--pushgateway", default="", help="push the figures to this Prometheus Pushgateway URL")
-    parser.add_argument("--pushgateway-model", default=Pushgateway().model,
-                        help=f"the `model` label of the pushed series (default: {Pushgateway().model})")
+                             f"(default: {DEFAULTS.series.alpha})")
+    parser.add_argument("--pushgateway", default=DEFAULTS.pushgateway_url,
+                        help="push the figures to this Prometheus Pushgateway URL")
+    parser.add_argument("--pushgateway-model", default=DEFAULTS.pushgateway_model,
+                        help=f"the `model` label of the pushed series (default: {DEFAULTS.pushgateway_model})")
     _add_options(parser)
     add_common_args(parser)
     commands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND",
@@ -117,25 +118,22 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     if missing:
         parser.error(f"the following arguments are required: {', '.join(missing)}")
 
-    def evaluate(run: StepRun | None) -> Verdict:
-        from skewgate.drift.run import Pictures, Pushgateway, run_drift
-
-        options = DriftOptions(alpha_ks=args.alpha_ks, alpha_mmd=args.alpha_mmd, correction=args.correction,
-                               min_effect=args.min_effect, permutations=args.permutations, seed=args.seed,
-                               feature_axes=tuple(args.feature_axis), ids=tuple(args.ids))
-        return run_drift(run, reference=args.reference, current=args.current, options=options, model=args.model,
-                         embed_onnx=args.embed_onnx, embed_output=args.embed_output,
-                         pictures=Pictures.named_as_files(heatmap=args.heatmap, html=args.html),
-                         pushgateway=Pushgateway(url=args.pushgateway, model=args.pushgateway_model),
-                         series_state=args.series_state, series=SeriesOptions(alpha=args.series_alpha))
-
-    return run_step("drift", args, evaluate)
+    tracking = tracking_options(args)  # a tracking URI MLflow would misread is refused first, as in every step
+    options = DriftOptions(alpha_ks=args.alpha_ks, alpha_mmd=args.alpha_mmd, correction=args.correction,
+                           min_effect=args.min_effect, permutations=args.permutations, seed=args.seed,
+                           feature_axes=tuple(args.feature_axis), ids=tuple(args.ids),
+                           series=SeriesOptions(alpha=args.series_alpha), pushgateway_url=args.pushgateway,
+                           pushgateway_model=args.pushgateway_model,
+                           heatmap_name="", html_name="")  # logged under the files' own names
+    verdict = run(reference=args.reference, current=args.current, model=args.model, embed_onnx=args.embed_onnx,
+                  embed_output=args.embed_output, heatmap=args.heatmap, html=args.html,
+                  series_state=args.series_state, options=options, tracking=tracking)
+    finish_cli(verdict, args)
+    return exit_code(verdict)
 
 
 def _profile(args: argparse.Namespace) -> int:
     configure_logging()
-    from skewgate.drift.run import write_profile
-
     options = DriftOptions(seed=args.seed, sketch=args.sketch, feature_axes=tuple(args.feature_axis),
                            ids=tuple(args.ids))
     try:

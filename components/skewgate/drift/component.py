@@ -1,5 +1,5 @@
 """KFP components for the drift gate (release gate) and the nightly drift check against the champion. Each body
-maps artifacts to paths and calls run.py; the MLflow registry is built here, at the edge (`MlflowRegistry`)."""
+maps artifacts and parameters to paths and options and makes one call to run.py."""
 
 from kfp import dsl
 
@@ -43,17 +43,12 @@ def drift_op(
         seed: Seed for subsampling, feature selection and permutations.
     """
     from skewgate.common.kfp_io import finish
-    from skewgate.common.recording import TrackingOptions, evaluate_and_record
-    from skewgate.drift.run import DriftOptions, Pictures, run_drift
+    from skewgate.common.recording import TrackingOptions
+    from skewgate.drift.run import DriftOptions, run
 
-    result = evaluate_and_record(
-        "drift",
-        lambda run: run_drift(run, reference=reference_data.path, current=current_data.path, model=onnx_model.path,
-                              options=DriftOptions(seed=seed), pictures=Pictures(heatmap=heatmap.path,
-                                                                                 html=html_report.path),
-                              profile_out=profile.path),
-        TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id),
-    )
+    result = run(reference=reference_data.path, current=current_data.path, model=onnx_model.path,
+                 heatmap=heatmap.path, html=html_report.path, profile_out=profile.path, options=DriftOptions(seed=seed),
+                 tracking=TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id))
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)
 
 
@@ -93,18 +88,14 @@ def nightly_drift_op(
         pushgateway_url: Prometheus Pushgateway to push the night's drift figures to (empty: no push).
     """
     from skewgate.common.kfp_io import finish
-    from skewgate.common.mlflow_log import MlflowRegistry
-    from skewgate.common.recording import TrackingOptions, evaluate_and_record
-    from skewgate.drift.run import Pictures, require_tracking, run_nightly
+    from skewgate.common.recording import TrackingOptions
+    from skewgate.drift.run import NightlyOptions, run_nightly
 
-    result = evaluate_and_record(
-        "nightly-drift",
-        lambda run: run_nightly(run, MlflowRegistry(require_tracking(run)), model_name=model_name, alias=alias,
-                                current=serving_snapshot.path, run_date=run_date,
-                                pictures=Pictures(heatmap=heatmap.path, html=html_report.path),
-                                pushgateway=pushgateway_url, series_out=series_state.path),
-        TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id),
-    )
+    result = run_nightly(model_name=model_name, current=serving_snapshot.path, run_date=run_date,
+                         heatmap=heatmap.path, html=html_report.path, series_out=series_state.path,
+                         options=NightlyOptions(alias=alias, pushgateway_url=pushgateway_url),
+                         tracking=TrackingOptions(uri=tracking_uri, experiment=model_name,
+                                                  pipeline_run_id=pipeline_run_id))
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)
 
 
@@ -126,13 +117,13 @@ def nightly_drift_plan_op(
         profile: The `alias` version's drift profile, for the shards and the merge.
         alias: Registry alias of the version whose profile is the reference.
     """
-    from skewgate.common.mlflow_log import MlflowRegistry, StepRun, connect
-    from skewgate.drift.run import plan_nightly
+    from skewgate.common.recording import TrackingOptions
+    from skewgate.drift.run import NightlyOptions, plan_nightly
 
     # a read: no step run is created for it
-    registry = MlflowRegistry(StepRun(connect(tracking_uri, experiment=model_name), "", "nightly-drift-plan"))
-    return plan_nightly(registry, model_name=model_name, alias=alias, snapshot=serving_snapshot.path,
-                        profile_out=profile.path)
+    return plan_nightly(model_name=model_name, snapshot=serving_snapshot.path, profile_out=profile.path,
+                        options=NightlyOptions(alias=alias),
+                        tracking=TrackingOptions(uri=tracking_uri, experiment=model_name))
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
@@ -198,17 +189,13 @@ def nightly_drift_merge_op(
         pushgateway_url: Prometheus Pushgateway to push the night's drift figures to (empty: no push).
     """
     from skewgate.common.kfp_io import finish
-    from skewgate.common.mlflow_log import MlflowRegistry
-    from skewgate.common.recording import TrackingOptions, evaluate_and_record
-    from skewgate.drift.run import Pictures, require_tracking, run_nightly
+    from skewgate.common.recording import TrackingOptions
+    from skewgate.drift.run import NightlyOptions, run_nightly
 
-    result = evaluate_and_record(
-        "nightly-drift",
-        lambda run: run_nightly(run, MlflowRegistry(require_tracking(run)), model_name=model_name, alias=alias,
-                                current=serving_snapshot.path, run_date=run_date,
-                                pictures=Pictures(heatmap=heatmap.path, html=html_report.path),
-                                pushgateway=pushgateway_url, partials=[p.path for p in partials],
-                                profile=profile.path, series_out=series_state.path),
-        TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id),
-    )
+    result = run_nightly(model_name=model_name, current=serving_snapshot.path, run_date=run_date,
+                         partials=[p.path for p in partials], profile=profile.path, heatmap=heatmap.path,
+                         html=html_report.path, series_out=series_state.path,
+                         options=NightlyOptions(alias=alias, pushgateway_url=pushgateway_url),
+                         tracking=TrackingOptions(uri=tracking_uri, experiment=model_name,
+                                                  pipeline_run_id=pipeline_run_id))
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)

@@ -15,7 +15,7 @@ family-wise rate, so P(KS flags) ≤ 0.05, less with the effect floor); MMD at �
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict
@@ -25,15 +25,9 @@ import numpy as np
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.verdict import Check, Subject, Verdict
+from skewgate.drift.run import DriftOptions
 from skewgate.drift.stats import ks
-from skewgate.drift.stats.categories import (
-    MIN_EXPECTED,
-    SELECTION_SHARE,
-    fold_current,
-    homogeneity,
-    kept_categories,
-    smallest_v,
-)
+from skewgate.drift.stats.categories import fold_current, homogeneity, kept_categories, smallest_v
 from skewgate.drift.stats.mmd import (
     BANDWIDTH_FACTORS,
     RandomFeatures,
@@ -49,40 +43,13 @@ from skewgate.drift.stats.profile import (
     load_profile,
     standardise,
 )
-from skewgate.drift.stats.sketch import DEFAULT_CAPACITY, ks_bounds
-from skewgate.drift.stats.source import BATCH_ROWS, Batch, Source, open_source
+from skewgate.drift.stats.sketch import ks_bounds
+from skewgate.drift.stats.source import Batch, Source, open_source
 from skewgate.drift.stats.stream import Accumulator, MmdPlan, SideStats
 
 log = logging.getLogger(__name__)
 STEP = "drift"
-
-
-@dataclass(frozen=True, kw_only=True)
-class DriftOptions:
-    """Thresholds and knobs: the single source of their defaults (the CLI's flags and `run.py` take them from
-    here); the defaults are the documented ones."""
-
-    alpha_ks: float = 0.05
-    alpha_mmd: float = 0.05
-    correction: ks.Correction = "bh"
-    min_effect: float = 0.05  # KS D (or Cramér's V) below this is never drift, however small the p-value
-    nan_tolerance: float = 0.05  # allowed change in a feature's NaN share
-    permutations: int = 200
-    exact_max_rows: int = 2000  # pooled rows up to which MMD uses the exact kernel matrix
-    permutation_max_rows: int = 25_000  # rows per side up to which MMD keeps them for a permutation test
-    mmd_max_rows: int = 131_072  # rows per side behind MMD's mean embeddings (a seeded share beyond)
-    sample_rows: int = 8_192  # reference rows sampled for the bandwidth and the random features' covariance
-    rff_features: int = 510
-    exact_rows: int = 131_072  # rows per side up to which KS keeps every value (exact)
-    sketch_capacity: int = DEFAULT_CAPACITY  # values per streamed quantile sketch beyond that
-    sketch: int = 4096  # quantiles kept per feature in a saved profile
-    batch_rows: int = BATCH_ROWS
-    feature_axes: tuple[tuple[str, int], ...] = ()  # (array, axis): an N-D array's feature axis (else per layout)
-    ids: tuple[str, ...] = ()  # integer columns/arrays holding ids: tested as categories
-    max_categories: int = 1000  # an id feature keeps its most frequent ids, the rest count as "(other)"
-    id_selection_share: float = SELECTION_SHARE  # reference rows that rank the ids; the others are tested
-    min_expected: float = MIN_EXPECTED  # a category expecting fewer on the smaller side is pooled into "(rare)"
-    seed: int = 0
+_DEFAULTS = DriftOptions()
 
 
 class FeatureTest(TypedDict):
@@ -123,17 +90,30 @@ class MmdDetails:
 
 @dataclass(frozen=True, kw_only=True)
 class DriftDetails:
-    """The verdict's `details`, serialised field by field (`run.py` extends it for the nightly run and for a
-    push to the Pushgateway)."""
+    """The verdict's `details`, serialised field by field (the nightly run and a push to the Pushgateway extend
+    it: `NightlyDetails`, `PushedNightlyDetails`)."""
 
     seed: int
-    options: DriftOptions
+    options: Mapping[str, Any]  # the statistics' options it was judged with (`DriftOptions.judged_settings()`)
     reference_from_profile: bool
     ks_error_bound: float  # largest error of any KS statistic from its sketches (0 when every value was kept)
     rows: SideRows
     mmd: MmdDetails
     constant_features: tuple[str, ...]  # numeric features with one value in the reference
     features: tuple[FeatureTest, ...]  # drifted first, then by effect; the first 200 (the rest are in MLflow)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NightlyDetails(DriftDetails):
+    model_version: str  # the `alias` version judged and tagged
+    run_date: str
+    shards: int  # 1 for the single task
+    series: Mapping[str, Any] | None = None  # "over the series" (series.py): the running e-value and its night
+
+
+@dataclass(frozen=True, kw_only=True)
+class PushedNightlyDetails(NightlyDetails):
+    pushgateway: str
 
 
 @dataclass(frozen=True)
@@ -189,7 +169,7 @@ def signature_ids(model: Path | None) -> set[str]:
     return {spec.name for spec in onnx_input_specs(load_onnx(model)) if np.dtype(spec.dtype).kind in "iu"}
 
 
-def make_profile(reference: str | Path, *, options: DriftOptions = DriftOptions(), embed_onnx: Path | None = None,
+def make_profile(reference: str | Path, *, options: DriftOptions = _DEFAULTS, embed_onnx: Path | None = None,
                  embed_output: str | None = None, exact: bool = False,
                  model: Path | None = None) -> ReferenceProfile:
     """Two streamed passes: tables, moments and a row sample; then, with the standardisation and bandwidths
@@ -253,7 +233,7 @@ def check_schema(reference_dtypes: dict[str, str], current: Source, *, reference
                              found=f"dtype {current.dtypes[column]}")
 
 
-def summarise_current(profile: ReferenceProfile, current: str | Path, *, options: DriftOptions = DriftOptions(),
+def summarise_current(profile: ReferenceProfile, current: str | Path, *, options: DriftOptions = _DEFAULTS,
                       embed_onnx: Path | None = None, embed_output: str | None = None, files: tuple[str, ...] = (),
                       rows: int | None = None) -> SideStats:
     """One streamed pass over `current` (or its `files`; `rows`: the whole data set's rows, which sets the
@@ -275,7 +255,7 @@ def summarise_current(profile: ReferenceProfile, current: str | Path, *, options
     return stats
 
 
-def drift_gate(*, reference: str | Path, current: str | Path, options: DriftOptions = DriftOptions(),
+def drift_gate(*, reference: str | Path, current: str | Path, options: DriftOptions = _DEFAULTS,
                embed_onnx: Path | None = None, embed_output: str | None = None,
                model: Path | None = None) -> DriftResult:
     """Compare `current` with `reference` (raw data or a saved profile). `model` (default: `embed_onnx`) is the
@@ -337,7 +317,8 @@ def decide(profile: ReferenceProfile, cur: SideStats, *, options: DriftOptions, 
         data={"reference": profile.sha256, "current": str(cur.extra.get("sha256", ""))},
     )
     details = DriftDetails(
-        seed=options.seed, options=options, reference_from_profile=from_profile, ks_error_bound=ks_error,
+        seed=options.seed, options=options.judged_settings(), reference_from_profile=from_profile,
+        ks_error_bound=ks_error,
         rows=SideRows(reference=profile.rows, current=cur.rows),
         mmd=MmdDetails(value=mmd_value, pvalue=mmd_p, method=mmd_method, space=profile.mmd_space,
                        bandwidths=tuple(profile.features.bandwidths),

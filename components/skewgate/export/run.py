@@ -34,4 +34,4 @@ def run(*, model: str | Path, inputs: str | Path, out: str | Path, options: Expo
 
         return export_model(model=model, inputs=inputs, out=out, options=options).judged_with(options)
 
-    return evaluate_and_record(STEP, evaluate, tracking)
+    return evaluate_and_record(STEP, evaluate, tracking, settings=options, inputs={"inputs": inputs, "model": model})

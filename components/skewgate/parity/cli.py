@@ -9,8 +9,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from skewgate.common.cli_support import add_common_args, describe, run_step
-from skewgate.common.verdict import Verdict
+from skewgate.common.cli_support import add_common_args, describe, exit_code, finish_cli, tracking_options
+from skewgate.common.states import parse_states
+from skewgate.parity.run import ParityOptions, run
+
+_DEFAULTS = ParityOptions()
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -33,7 +36,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="run the FP16 comparison on ONNX Runtime's CUDA provider (needs onnxruntime-gpu)")
     parser.add_argument("--triton-url", help="host:port of a Triton server serving the model")
     parser.add_argument("--triton-model", help="model name on that server")
-    parser.add_argument("--triton-protocol", choices=["http", "grpc"], default="http",
+    parser.add_argument("--triton-protocol", choices=["http", "grpc"], default=_DEFAULTS.triton_protocol,
                         help="protocol to talk to the Triton server with (default: %(default)s)")
     parser.add_argument("--inputs", required=True, type=Path, help=".npz named as the model's inputs")
     parser.add_argument("--layerwise", action="store_true", help="compare every intermediate value")
@@ -45,9 +48,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="a STEP state input and the STEP output of its next value (repeat for each state)")
     parser.add_argument("--initial-state", type=Path,
                         help=".npz keyed by state input name: the state each sequence starts from (default zeros)")
-    parser.add_argument("--batch-size", type=int, default=32,
+    parser.add_argument("--batch-size", type=int, default=_DEFAULTS.batch_size,
                         help="samples per model call (default: %(default)s)")
-    parser.add_argument("--max-samples", type=int, default=256,
+    parser.add_argument("--max-samples", type=int, default=_DEFAULTS.max_samples,
                         help="compare the first this many samples of --inputs (default: %(default)s)")
     add_common_args(parser)
     return parser
@@ -55,22 +58,15 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     args = build_parser(parser).parse_args(sys.argv[1:] if argv is None else argv)
-
-    def evaluate(run: object) -> Verdict:
-        from skewgate.common.mlflow_log import StepRun
-        from skewgate.common.states import parse_states
-        from skewgate.parity.core import ParityOptions
-        from skewgate.parity.run import run_parity
-
-        options = ParityOptions(layerwise=args.layerwise, batch_size=args.batch_size, max_samples=args.max_samples,
-                                triton_protocol=args.triton_protocol, fp16_cuda=args.fp16_cuda,
-                                stream_onnx=args.stream_onnx, states=parse_states(args.state),
-                                initial_state=args.initial_state)
-        return run_parity(run if isinstance(run, StepRun) else None, torch_model=args.torch, onnx=args.onnx,
-                          inputs=args.inputs, int8=args.int8,
-                          fp16=args.fp16 if args.fp16 is True or args.fp16 is False else Path(args.fp16),
-                          fp16_out=args.fp16_out, triton_url=args.triton_url, triton_model=args.triton_model,
-                          plot=args.plot, html=args.html, plot_name=args.plot.name if args.plot else "",
-                          html_name=args.html.name if args.html else "", options=options)
-
-    return run_step("parity", args, evaluate)
+    tracking = tracking_options(args)  # a tracking URI MLflow would misread is refused first, as in every step
+    options = ParityOptions(layerwise=args.layerwise, batch_size=args.batch_size, max_samples=args.max_samples,
+                            triton_protocol=args.triton_protocol, fp16_cuda=args.fp16_cuda,
+                            stream_onnx=args.stream_onnx, states=parse_states(args.state),
+                            initial_state=args.initial_state,
+                            plot_name="", html_name="")  # logged under the files' own names
+    verdict = run(torch_model=args.torch, onnx=args.onnx, inputs=args.inputs, int8=args.int8,
+                  fp16=args.fp16 if isinstance(args.fp16, bool) else Path(args.fp16), fp16_out=args.fp16_out,
+                  triton_url=args.triton_url, triton_model=args.triton_model, plot=args.plot, html=args.html,
+                  options=options, tracking=tracking)
+    finish_cli(verdict, args)
+    return exit_code(verdict)

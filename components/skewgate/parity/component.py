@@ -56,20 +56,14 @@ def parity_op(
         pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
     """
     from skewgate.common.kfp_io import finish
-    from skewgate.common.recording import TrackingOptions, evaluate_and_record
+    from skewgate.common.recording import TrackingOptions
     from skewgate.common.states import parse_states
-    from skewgate.parity.core import ParityOptions
-    from skewgate.parity.run import run_parity
+    from skewgate.parity.run import ParityOptions, run
 
-    result = evaluate_and_record(
-        "parity",
-        lambda run: run_parity(run, torch_model=torch_model.path, onnx=onnx_model.path, int8=int8_model.path,
-                               inputs=eval_data.path, triton_url=triton_url, triton_model=triton_model, fp16=fp16,
-                               plot=layer_plot.path, html=html_report.path,
-                               options=ParityOptions(
-                                   layerwise=layerwise, stream_onnx=stream_onnx.path if stream_onnx else None,
-                                   states=parse_states([states]),
-                                   initial_state=initial_state.path if initial_state else None)),
-        TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id),
-    )
+    options = ParityOptions(layerwise=layerwise, stream_onnx=stream_onnx.path if stream_onnx else None,
+                            states=parse_states([states]), initial_state=initial_state.path if initial_state else None)
+    result = run(torch_model=torch_model.path, onnx=onnx_model.path, int8=int8_model.path, inputs=eval_data.path,
+                 triton_url=triton_url, triton_model=triton_model, fp16=fp16, plot=layer_plot.path,
+                 html=html_report.path, options=options,
+                 tracking=TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id))
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

@@ -29,9 +29,9 @@ from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_fil
 from skewgate.common.layers import OnnxValue, TorchRecorder, onnx_values, quantized_counterparts, with_intermediates
 from skewgate.common.rounding import Rounding, first_samples, measure
 from skewgate.common.runtime import run_by_name, session
-from skewgate.common.triton.client import Protocol
 from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
 from skewgate.parity.internals.matching import Matching, match
+from skewgate.parity.run import ParityOptions
 
 log = logging.getLogger(__name__)
 STEP = "parity"
@@ -40,28 +40,6 @@ FP32, INT8, TRITON = "torch_vs_fp32", "fp32_vs_int8", "fp32_vs_triton"
 # is judged at this or at its own float64-grounded tolerance, whichever is looser.
 LAYER_TOLERANCE = Tolerance(rtol=1e-4, atol=1e-4)
 ISOLATED_SAMPLES = 4  # samples, cut along the batch axis, on which the suspect op is re-run alone
-
-
-@dataclass(frozen=True, kw_only=True)
-class ParityOptions:
-    """Every parity default (the CLI and the component pass only what their users set)."""
-
-    layerwise: bool = False
-    batch_size: int = 32
-    max_samples: int = 256
-    tolerances: Mapping[str, Tolerance] = field(default_factory=dict)  # per final output; else grounded
-    layer_tolerance: Tolerance | None = None  # None: each value's float64-grounded tolerance, floor LAYER_TOLERANCE
-    min_layer_sqnr_db: float = 20.0  # INT8 intermediates below this diverge
-    min_output_sqnr_db: float = 15.0
-    min_top1_agreement: float = 0.99
-    max_kl_divergence: float = 0.05
-    triton_protocol: Protocol = "http"
-    seed: int = 0
-    fp16_cuda: bool = False  # run the FP16 comparison on ONNX Runtime's CUDA provider
-    # stream mode (internals/stream.py): the one-step model as served, its state pairs IN → OUT, initial state
-    stream_onnx: str | Path | None = None
-    states: Mapping[str, str] = field(default_factory=dict)
-    initial_state: str | Path | None = None  # .npz keyed by state input name; None: zeros
 
 
 @dataclass(frozen=True)
@@ -91,10 +69,12 @@ class ParityResult:
 
 def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int8: str | Path | None = None,
            triton_url: str | None = None, triton_model: str | None = None, fp16: str | Path | bool = False,
-           fp16_out: str | Path | None = None, options: ParityOptions = ParityOptions()) -> ParityResult:
+           fp16_out: str | Path | None = None, options: ParityOptions | None = None) -> ParityResult:
     """`fp16`: True to convert the FP32 model to FP16 and judge that, or the path of a given FP16 model;
     `fp16_out`: where to write the FP16 model with the proposed nodes kept in FP32, once it is checked to pass."""
     from skewgate.common.pt2 import load_program
+
+    options = options or ParityOptions()
 
     if (options.states or options.initial_state) and not options.stream_onnx:
         raise InputError("--state/--initial-state", expected="--stream-onnx STEP.onnx with them", found="none")

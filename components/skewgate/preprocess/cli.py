@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from skewgate.common.cli_support import add_common_args, describe, run_step
-from skewgate.common.verdict import Verdict
+from skewgate.common.cli_support import add_common_args, describe, exit_code, finish_cli, tracking_options
+from skewgate.preprocess.run import PreprocessOptions, run
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -28,11 +28,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     args = build_parser(parser).parse_args(sys.argv[1:] if argv is None else argv)
-
-    def evaluate(_run: object) -> Verdict:
-        from skewgate.preprocess.run import PreprocessOptions, run_preprocess
-
-        return run_preprocess(train=args.train, serve=args.serve, raw=args.raw,
-                              options=PreprocessOptions(array=args.array))
-
-    return run_step("preprocess", args, evaluate)
+    verdict = run(train=args.train, serve=args.serve, raw=args.raw, options=PreprocessOptions(array=args.array),
+                  tracking=tracking_options(args))
+    finish_cli(verdict, args)
+    return exit_code(verdict)

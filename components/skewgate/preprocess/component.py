@@ -35,13 +35,9 @@ def preprocess_op(
         pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
     """
     from skewgate.common.kfp_io import finish
-    from skewgate.common.recording import TrackingOptions, evaluate_and_record
-    from skewgate.preprocess.run import PreprocessOptions, run_preprocess
+    from skewgate.common.recording import TrackingOptions
+    from skewgate.preprocess.run import PreprocessOptions, run
 
-    result = evaluate_and_record(
-        "preprocess",
-        lambda _run: run_preprocess(train=train_fn, serve=serve_fn, raw=raw_data.path,
-                                    options=PreprocessOptions(array=array or None)),
-        TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id),
-    )
+    result = run(train=train_fn, serve=serve_fn, raw=raw_data.path, options=PreprocessOptions(array=array or None),
+                 tracking=TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id))
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

@@ -11,11 +11,18 @@ import time
 from pathlib import Path
 from typing import get_args
 
-from skewgate.common.cli_support import EXIT_ERROR, add_common_args, configure_logging, describe, run_step
+from skewgate.common.cli_support import (
+    EXIT_ERROR,
+    add_common_args,
+    configure_logging,
+    describe,
+    exit_code,
+    finish_cli,
+    tracking_options,
+)
 from skewgate.common.errors import InputError, SkewgateError
 from skewgate.common.triton.client import Protocol
 from skewgate.common.triton.repository import Platform
-from skewgate.common.verdict import Verdict
 
 REQUIRED = ("model", "onnx", "inputs")  # required by the probe itself, not by its subcommands
 # `probe serve` writes here, never into the current folder
@@ -105,26 +112,25 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     if missing:
         parser.error(f"the following arguments are required: {', '.join(missing)}")
 
-    def evaluate(_run: object) -> Verdict:
-        from skewgate.probe.run import ProbeOptions, run_probe
+    from skewgate.common.states import parse_states
+    from skewgate.probe.run import ProbeOptions, run
 
-        headers = {}
-        for item in args.header:
-            name, sep, value = item.partition("=")
-            if not sep:
-                raise InputError("--header", field=item, expected="NAME=VALUE", found="no '='")
-            headers[name] = value
-        from skewgate.common.states import parse_states
-
-        options = ProbeOptions(protocol=args.protocol, version=args.model_version, headers=headers, tls=args.tls,
-                               ca_certificate=args.ca_cert, deadline_s=args.deadline, max_p99_ms=args.max_p99_ms,
-                               stream=args.stream, states=parse_states(args.state),
-                               initial_state=str(args.initial_state) if args.initial_state else None,
-                               max_sequences=args.max_sequences)
-        return run_probe(url=args.url or "", model=args.model, onnx=args.onnx, inputs=args.inputs,
-                         repository=args.repository, options=options)
-
-    return run_step("probe", args, evaluate)
+    tracking = tracking_options(args)  # a tracking URI MLflow would misread is refused first, as in every step
+    headers = {}
+    for item in args.header:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise InputError("--header", field=item, expected="NAME=VALUE", found="no '='")
+        headers[name] = value
+    options = ProbeOptions(protocol=args.protocol, version=args.model_version, headers=headers, tls=args.tls,
+                           ca_certificate=args.ca_cert, deadline_s=args.deadline, max_p99_ms=args.max_p99_ms,
+                           stream=args.stream, states=parse_states(args.state),
+                           initial_state=str(args.initial_state) if args.initial_state else None,
+                           max_sequences=args.max_sequences)
+    verdict = run(url=args.url or "", model=args.model, onnx=args.onnx, inputs=args.inputs,
+                  repository=args.repository, options=options, tracking=tracking)
+    finish_cli(verdict, args)
+    return exit_code(verdict)
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -49,21 +49,15 @@ def triton_probe_op(
     from typing import cast
 
     from skewgate.common.kfp_io import finish
-    from skewgate.common.recording import TrackingOptions, evaluate_and_record
+    from skewgate.common.recording import TrackingOptions
     from skewgate.common.states import parse_states
     from skewgate.common.triton.client import Protocol
-    from skewgate.probe.run import ProbeOptions, run_probe
+    from skewgate.probe.run import ProbeOptions, run
 
-    def options() -> ProbeOptions:
-        return ProbeOptions(protocol=cast(Protocol, protocol), stream=stream,
-                            states=parse_states([states]),
-                            initial_state=initial_state.path if initial_state is not None else None,
-                            max_sequences=max_sequences)
-
-    result = evaluate_and_record(
-        "probe",
-        lambda _run: run_probe(url=triton_url, model=model_name, onnx=onnx_model.path, inputs=probe_inputs.path,
-                               options=options()),
-        TrackingOptions(uri=tracking_uri, experiment=experiment or model_name, pipeline_run_id=pipeline_run_id),
-    )
+    options = ProbeOptions(protocol=cast(Protocol, protocol), stream=stream, states=parse_states([states]),
+                           initial_state=initial_state.path if initial_state is not None else None,
+                           max_sequences=max_sequences)
+    result = run(url=triton_url, model=model_name, onnx=onnx_model.path, inputs=probe_inputs.path, options=options,
+                 tracking=TrackingOptions(uri=tracking_uri, experiment=experiment or model_name,
+                                          pipeline_run_id=pipeline_run_id))
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

@@ -1,5 +1,6 @@
-"""The one entry the CLI and the KFP component call: probe a given Triton URL, or — when none is given (local
-runs, CI, a pod with tritonserver inside) — write the repository, start a local tritonserver, and probe that."""
+"""The one entry the CLI and the KFP component call: the gated model, its inputs and options in, a recorded (and
+signed) verdict out. It probes a given Triton URL, or — when none is given (local runs, CI, a pod with
+tritonserver inside) — writes the repository, starts a local tritonserver, and probes that."""
 
 from __future__ import annotations
 
@@ -14,14 +15,22 @@ import numpy as np
 from skewgate.common.compare import Tolerance
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, sha256_file
+from skewgate.common.recording import TrackingOptions, evaluate_and_record
 from skewgate.common.triton.client import Protocol, TritonClient
 from skewgate.common.verdict import Subject, Verdict
 from skewgate.probe.core import GatedModel, Probing, load_gated, probe
 from skewgate.probe.internals.stream import StreamProbing, sequence_feeds
 
+STEP = "probe"
+
 
 @dataclass(frozen=True, kw_only=True)
 class ProbeOptions:
+    """Every default of `skewgate probe` and `triton_probe_op` lives here (the server, the model and the files are
+    `run`'s arguments). `check` refuses a protocol that is not one and state options that contradict each other;
+    `run` calls it first, so that a bad pipeline parameter is an `error` verdict recorded like any other bad
+    input."""
+
     protocol: Protocol = "http"
     version: str = ""  # the version that must be served; "" = the latest one the server reports
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -41,7 +50,8 @@ class ProbeOptions:
     max_sequences: int = 4  # samples of the inputs probed as sequences (each run three times)
     first_correlation_id: int | None = None  # None = random, so a live server's own sequences are not hit
 
-    def __post_init__(self) -> None:
+    def check(self) -> ProbeOptions:
+        """These options, or an `InputError` naming the one that cannot be."""
         if self.protocol not in get_args(Protocol):  # a pipeline parameter arrives as any string
             raise InputError("protocol", expected=f"one of {get_args(Protocol)}", found=repr(self.protocol))
         if self.stream and not self.states:
@@ -49,6 +59,7 @@ class ProbeOptions:
         if not self.stream and (self.states or self.initial_state):
             raise InputError("--stream", expected="--stream with --state/--initial-state (a stateful model)",
                              found="state options without --stream")
+        return self
 
     def probing(self) -> Probing:
         return Probing(version=self.version, load_model=self.load_model,
@@ -56,15 +67,24 @@ class ProbeOptions:
                        max_p99_ms=self.max_p99_ms, tolerances=self.tolerances)
 
 
-def run_probe(*, url: str, model: str, onnx: str | Path, inputs: str | Path, repository: Path | None = None,
-              options: ProbeOptions | None = None) -> Verdict:
-    """Probe `model` on the server at `url` (host:port), or on a local tritonserver when `url` is empty.
-    `repository`: the model repository, when readable (for a local server, the one written here)."""
+def run(*, url: str, model: str, onnx: str | Path, inputs: str | Path, options: ProbeOptions,
+        tracking: TrackingOptions, repository: Path | None = None) -> Verdict:
+    """Probe `model` on the server at `url` (host:port), or on a local tritonserver when `url` is empty, against
+    the gated `onnx` on `inputs`, inside the step's MLflow run. `repository`: the model repository, when
+    readable (for a local server, the one written here). Never raises: `error` verdict."""
+    return evaluate_and_record(
+        STEP, lambda _run: _probe(url=url, model=model, onnx=onnx, inputs=inputs, repository=repository,
+                                  options=options),
+        tracking, settings=options, inputs={"onnx": onnx, "inputs": inputs, "initial_state": options.initial_state})
+
+
+def _probe(*, url: str, model: str, onnx: str | Path, inputs: str | Path, repository: Path | None,
+           options: ProbeOptions) -> Verdict:
     from skewgate.common.triton.repository import write_repository
     from skewgate.common.triton.sequence import write_sequence_repository
     from skewgate.common.triton.server import triton_server
 
-    options = options or ProbeOptions()
+    options.check()
     gated = load_gated(onnx)  # bad files fail before any server starts
     stream = _stream_probing(gated, options) if options.stream else None
     if stream is None:

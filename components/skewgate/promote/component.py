@@ -38,7 +38,8 @@ def promote_op(
     policy: str = "",
     stream_model: dsl.Input[dsl.Model] = None,  # KFP: an optional input artifact
 ) -> str:
-    """Promote only on complete, matching, signed evidence; returns `pass` (promoted) or `fail` (refused).
+    """Promote only on complete, matching, signed evidence; returns `pass` (promoted) or `fail` (refused). (Long:
+    KFP shows each of the fifteen artifacts' `Args` line in its UI.)
 
     Defaults equal `PromoteOptions` (KFP needs them spelled out; a test holds them equal).
 

@@ -109,4 +109,5 @@ def run(*, model_name: str, onnx: Path, verdicts_dir: Path, options: PromoteOpti
                        signing_key=attest.signing_key_from_env(tracking.signing_key or None), int8=int8,
                        step=step).judged_with(options)
 
-    return evaluate_and_record(STEP, evaluate, tracking)
+    return evaluate_and_record(STEP, evaluate, tracking, settings=options, inputs={
+        "onnx": onnx, "verdicts": verdicts_dir, "int8": int8, "step": step, "example_inputs": example_inputs})

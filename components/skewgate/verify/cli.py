@@ -5,21 +5,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
-from skewgate.common.cli_support import (
-    check_tracking_uri,
-    configure_logging,
-    describe,
-    exit_code,
-    summary,
-    write_report,
-)
+from skewgate.common.cli_support import check_tracking_uri, configure_logging, describe, exit_code, finish_cli
+from skewgate.common.recording import TrackingOptions
 from skewgate.common.steps import resolve_steps, split_steps
 from skewgate.verify.run import VerifyOptions, run
 
-_DEFAULTS = VerifyOptions()
+_DEFAULTS, _TRACKING = VerifyOptions(), TrackingOptions()
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -45,9 +38,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                              "release gate's defaults, see docs/policy.md)")
     parser.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", ""),
                         help="MLflow tracking/registry URI (default: $MLFLOW_TRACKING_URI)")
-    parser.add_argument("--mlflow-deadline", type=float, default=_DEFAULTS.mlflow_deadline_s, metavar="SECONDS",
+    parser.add_argument("--mlflow-deadline", type=float, default=_TRACKING.deadline_s, metavar="SECONDS",
                         help=f"give up on an unreachable registry after this long (default: "
-                             f"{_DEFAULTS.mlflow_deadline_s:g})")
+                             f"{_TRACKING.deadline_s:g})")
     parser.add_argument("--report", type=Path, help="write the verdict JSON here")
     parser.add_argument("-q", "--quiet", action="store_true", help="only the first line on stderr")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
@@ -58,13 +51,11 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     args = build_parser(parser).parse_args(argv)
     configure_logging(quiet=args.quiet, verbose=args.verbose)
     # verify only reads: a store that is not there is a mistake in the URI, never an empty registry to judge
-    tracking_uri = check_tracking_uri(args.tracking_uri, reads_only=True)
-    verdict = run(model_name=args.model_name, tracking_uri=tracking_uri,
-                  options=VerifyOptions(alias=args.alias, trusted_keys=tuple(args.trusted_key),
-                                        required=resolve_steps(split_steps(args.require), source="--require"),
-                                        mlflow_deadline_s=args.mlflow_deadline, policy=str(args.policy or "")))
-    if args.report:
-        write_report(verdict, args.report)
-    text = summary(verdict)
-    print(text.splitlines()[0] if args.quiet else text, file=sys.stderr)
+    tracking = TrackingOptions(uri=check_tracking_uri(args.tracking_uri, reads_only=True),
+                               deadline_s=args.mlflow_deadline)
+    options = VerifyOptions(alias=args.alias, trusted_keys=tuple(args.trusted_key),
+                            required=resolve_steps(split_steps(args.require), source="--require"),
+                            policy=str(args.policy or ""))
+    verdict = run(model_name=args.model_name, options=options, tracking=tracking)
+    finish_cli(verdict, args)
     return exit_code(verdict)

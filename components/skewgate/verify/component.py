@@ -43,12 +43,13 @@ def verify_op(
     from skewgate.common.attest import write_trusted_keys
     from skewgate.common.kfp_io import finish
     from skewgate.common.policy import write_policy
+    from skewgate.common.recording import TrackingOptions
     from skewgate.common.steps import split_steps
     from skewgate.verify.run import VerifyOptions, run
 
     with tempfile.TemporaryDirectory() as work:
         options = VerifyOptions(alias=alias, trusted_keys=write_trusted_keys(trusted_public_keys, Path(work)),
-                                required=split_steps(required_steps), mlflow_deadline_s=mlflow_deadline,
-                                policy=write_policy(policy, Path(work)))
-        result = run(model_name=model_name, tracking_uri=tracking_uri, options=options)
+                                required=split_steps(required_steps), policy=write_policy(policy, Path(work)))
+        result = run(model_name=model_name, options=options,
+                     tracking=TrackingOptions(uri=tracking_uri, deadline_s=mlflow_deadline))
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)

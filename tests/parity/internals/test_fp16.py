@@ -92,15 +92,16 @@ def test_overflow_caught_on_the_cuda_provider(overflowing):
 
 
 def test_pipeline_step_judges_the_fp16_candidate_when_asked(overflowing, tmp_path):
-    from skewgate.parity.run import run_parity
+    from skewgate.common.recording import TrackingOptions
+    from skewgate.parity.run import run
 
     files, onnx_path = overflowing
     common = {"torch_model": str(files.pt2), "onnx": str(onnx_path), "int8": "", "inputs": str(files.inputs),
               "triton_url": "", "triton_model": "", "plot": str(tmp_path / "p.png"), "html": str(tmp_path / "p.html"),
-              "options": ParityOptions(layerwise=True)}
-    without = run_parity(None, **common)
+              "options": ParityOptions(layerwise=True), "tracking": TrackingOptions()}
+    without = run(**common)
     assert without.status == "pass" and "fp32_vs_fp16" not in without.details["pairs"]
-    verdict = run_parity(None, **common, fp16=True)
+    verdict = run(**common, fp16=True)
     assert verdict.status == "fail" and not verdict.check("fp32_vs_fp16.values").passed
     assert "<h2>fp32_vs_fp16</h2>" in (tmp_path / "p.html").read_text()
 

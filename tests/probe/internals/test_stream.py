@@ -11,9 +11,10 @@ import pytest
 from skewgate.cli import main
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_onnx, onnx_input_specs
+from skewgate.common.recording import TrackingOptions
 from skewgate.common.triton.sequence import initial_state, write_sequence_repository
 from skewgate.common.triton.server import triton_server
-from skewgate.probe.run import ProbeOptions, run_probe
+from skewgate.probe.run import ProbeOptions, run
 from tests.parity.stream_models import (
     FEATURES,
     HIDDEN,
@@ -108,8 +109,9 @@ def _probe(deployed, name, *, protocol="http", **options):
     states = DECODER_STATES if name == "decoder" else GRU_STATES
     options.setdefault("initial_state", None if name == "decoder" else str(gru["h0"]))
     url = server.http_url if protocol == "http" else server.grpc_url
-    return run_probe(url=url, model=name, onnx=files["step"], inputs=files["inputs"], repository=server.repository,
-                     options=ProbeOptions(protocol=protocol, stream=True, states=states, **options))
+    return run(url=url, model=name, onnx=files["step"], inputs=files["inputs"], repository=server.repository,
+               options=ProbeOptions(protocol=protocol, stream=True, states=states, **options),
+               tracking=TrackingOptions())
 
 
 def _checks(verdict):
@@ -198,6 +200,6 @@ def test_bad_initial_state_names_file_field_expected_and_found(deployed, tmp_pat
     np.savez(tmp_path / "wide.npz", h=np.zeros((4, 8), np.float32))
     with pytest.raises(InputError, match=r"wide\.npz: h: expected shape \[1, 8\] .*found shape \[4, 8\]"):
         _initial(gru["step"], GRU_STATES, tmp_path / "wide.npz")
-    with pytest.raises(InputError, match="state output 'h_out'"):
-        run_probe(url="127.0.0.1:1", model="gru", onnx=gru["step"], inputs=gru["inputs"],
-                  options=ProbeOptions(stream=True, states={"h": "h_out"}))
+    verdict = run(url="127.0.0.1:1", model="gru", onnx=gru["step"], inputs=gru["inputs"],
+                  options=ProbeOptions(stream=True, states={"h": "h_out"}), tracking=TrackingOptions())
+    assert verdict.status == "error" and "state output 'h_out'" in verdict.message
