@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from skewgate.common.errors import InputError
-from skewgate.common.io import TensorSpec, load_npz
+from skewgate.common.io import TensorSpec
+from skewgate.common.states import read_initial_state
 from skewgate.common.triton.repository import (
     InstanceKind,
     Platform,
@@ -92,27 +93,16 @@ def initial_state(specs: Mapping[str, TensorSpec], path: str | Path | None = Non
                                  "shape", found="none given")
             state[name] = np.zeros(tuple(1 if d is None else d for d in spec.shape), dtype=spec.dtype)
         return state
-    arrays = load_npz(path)
-    unknown = sorted(set(arrays) - set(specs))
-    if unknown:
-        raise InputError(path, field=", ".join(unknown), expected=f"arrays named as the state inputs {sorted(specs)}",
-                         found="no such state input")
-    state = {}
-    for name, spec in specs.items():
-        if name not in arrays:
-            raise InputError(path, field=name, expected=f"the initial state {spec.describe()}",
-                             found=f"no such array (arrays: {sorted(arrays)})")
-        array = arrays[name]
+
+    def one_sequence(_name: str, spec: TensorSpec, array: np.ndarray) -> str | None:
         want = [1 if axis == 0 and d is None else d for axis, d in enumerate(spec.shape)]
-        fits = array.ndim == len(want) and all(w is None or w == got for w, got in zip(want, array.shape, strict=True))
-        if not fits:
-            wanted = ", ".join("any" if w is None else str(w) for w in want)
-            raise InputError(path, field=name, expected=f"shape [{wanted}] (one sequence's state: batch 1), as "
-                             f"STEP's {spec.describe()}", found=f"shape {list(array.shape)}")
-        if array.dtype != np.dtype(spec.dtype):
-            raise InputError(path, field=name, expected=f"dtype {spec.dtype}", found=f"dtype {array.dtype}")
-        state[name] = np.ascontiguousarray(array)
-    return state
+        if array.ndim == len(want) and all(w is None or w == got for w, got in zip(want, array.shape, strict=True)):
+            return None
+        wanted = ", ".join("any" if w is None else str(w) for w in want)
+        return f"shape [{wanted}] (one sequence's state: batch 1), as STEP's {spec.describe()}"
+
+    return {name: np.ascontiguousarray(array)
+            for name, array in read_initial_state(path, specs, shape=one_sequence).items()}
 
 
 def sequence_batching_pbtxt(signature: Signature, states: Mapping[str, str], initial: Mapping[str, np.ndarray], *,

@@ -41,9 +41,9 @@ import numpy as np
 
 from skewgate.common.compare import Closeness, ClosenessAlong, Tolerance, compare_along, compare_close
 from skewgate.common.errors import InputError
-from skewgate.common.io import TensorSpec, check_array, load_npz, load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.io import TensorSpec, check_array, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.runtime import run_by_name, session
-from skewgate.common.states import zero_state
+from skewgate.common.states import read_initial_state, zero_state
 from skewgate.common.verdict import Check
 
 PERTURBATION_SEED = 0
@@ -291,28 +291,17 @@ def _initial_state(path: str | Path | None, specs: Mapping[str, TensorSpec], bat
     shapes = {name: tuple(batch if d is None else d for d in spec.shape) for name, spec in specs.items()}
     if path is None:
         return {name: zero_state(spec, batch) for name, spec in specs.items()}
-    arrays = load_npz(path)
-    unknown = sorted(set(arrays) - set(specs))
-    if unknown:
-        raise InputError(path, field=", ".join(unknown), expected=f"arrays named as the state inputs {sorted(specs)}",
-                         found="no such state input")
-    state = {}
-    for name, spec in specs.items():
-        if name not in arrays:
-            raise InputError(path, field=name, expected=f"the initial state {spec.describe()}",
-                             found=f"no such array (arrays: {sorted(arrays)})")
-        array, want = arrays[name], shapes[name]
+
+    def batch_or_one(name: str, spec: TensorSpec, array: np.ndarray) -> str | None:
+        want = shapes[name]
         batch_axes = [axis for axis, d in enumerate(spec.shape) if d is None]
-        fits = array.ndim == len(want) and all(
-            got == size or (axis in batch_axes and got == 1) for axis, (got, size) in enumerate(zip(
-                array.shape, want, strict=True)))
-        if not fits:
-            raise InputError(path, field=name, expected=f"shape {list(want)} (batch dimension {batch} or 1), as "
-                             f"STEP's {spec.describe()}", found=f"shape {list(array.shape)}")
-        if array.dtype != np.dtype(spec.dtype):
-            raise InputError(path, field=name, expected=f"dtype {spec.dtype}", found=f"dtype {array.dtype}")
-        state[name] = np.ascontiguousarray(np.broadcast_to(array, want))
-    return state
+        if array.ndim == len(want) and all(got == size or (axis in batch_axes and got == 1)
+                                           for axis, (got, size) in enumerate(zip(array.shape, want, strict=True))):
+            return None
+        return f"shape {list(want)} (batch dimension {batch} or 1), as STEP's {spec.describe()}"
+
+    return {name: np.ascontiguousarray(np.broadcast_to(array, shapes[name]))
+            for name, array in read_initial_state(path, specs, shape=batch_or_one).items()}
 
 
 def _along(actual: list[np.ndarray], expected: list[np.ndarray], tolerance: Tolerance) -> ClosenessAlong:
