@@ -21,8 +21,8 @@ def parse_states(pairs: Iterable[str]) -> dict[str, str]:
     for pair in (part.strip() for item in pairs for part in item.split(",")):
         if not pair:
             continue
-        state_in, sep, state_out = pair.partition("=")
-        if not sep or not state_in or not state_out:
+        state_in, sep, state_out = (side.strip() for side in pair.partition("="))
+        if not sep or not state_in or not state_out or "=" in state_out:
             raise InputError("--state", expected="IN=OUT (a STEP input name = the STEP output of its next value)",
                              found=repr(pair))
         if state_in in states:

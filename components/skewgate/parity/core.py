@@ -72,13 +72,52 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
            fp16_out: str | Path | None = None, options: ParityOptions | None = None) -> ParityResult:
     """`fp16`: True to convert the FP32 model to FP16 and judge that, or the path of a given FP16 model;
     `fp16_out`: where to write the FP16 model with the proposed nodes kept in FP32, once it is checked to pass."""
-    from skewgate.common.pt2 import load_program
-
     options = options or ParityOptions()
 
     if (options.states or options.initial_state) and not options.stream_onnx:
         raise InputError("--state/--initial-state", expected="--stream-onnx STEP.onnx with them", found="none")
     started = time.perf_counter()
+    loaded = _load(torch_model, onnx, inputs, int8, options)
+    loaded_at = time.perf_counter()
+    torch_side = _pair_with_torch(loaded, options)
+    matched_at = time.perf_counter()
+    backends = _open_backends(loaded, torch_side, triton_url, triton_model, options)
+    referencing_at = time.perf_counter()
+    setup = _Setup(options, loaded, torch_side, backends, _ground(loaded, torch_side, options))
+    streaming_at = time.perf_counter()
+    streamed = _stream(setup)
+    timing = {"load_s": loaded_at - started, "match_s": matched_at - loaded_at,
+              "sessions_s": referencing_at - matched_at, "reference_s": streaming_at - referencing_at,
+              "streaming_s": time.perf_counter() - streaming_at}
+    checking = time.perf_counter()
+    findings = _judge(setup, streamed, fp16=fp16, fp16_out=fp16_out)
+    timing["checks_s"] = time.perf_counter() - checking  # layer report, isolated re-run, FP16, stream
+    return _result(setup, streamed, findings, timing)
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """The given files, the program and the FP32 model checked against each other, and the samples to compare."""
+
+    torch_model: str | Path
+    onnx: str | Path
+    inputs: str | Path
+    int8: str | Path | None
+    program: Any
+    fp32_model: Any  # as deployed
+    feeds: dict[str, np.ndarray]  # graph input → its samples, at most `max_samples`
+    axes: dict[str, int | None]  # graph input → its batch axis
+    outputs: list[str]  # the FP32 model's final outputs, in order
+
+    @property
+    def samples(self) -> int:
+        return len(next(iter(self.feeds.values())))
+
+
+def _load(torch_model: str | Path, onnx: str | Path, inputs: str | Path, int8: str | Path | None,
+          options: ParityOptions) -> _Loaded:
+    from skewgate.common.pt2 import load_program
+
     program, _ = load_program(str(torch_model), inputs, graph_only=True)
     fp32_model = load_onnx(onnx)
     specs = onnx_input_specs(fp32_model)
@@ -92,176 +131,291 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     if len(program.graph_signature.user_outputs) != len(outputs):
         raise InputError(onnx, field="outputs", expected=f"{len(program.graph_signature.user_outputs)} outputs "
                          "like the PyTorch program", found=f"{len(outputs)}")
+    return _Loaded(torch_model=torch_model, onnx=onnx, inputs=inputs, int8=int8, program=program,
+                   fp32_model=fp32_model, feeds=feeds, axes={s.name: batch_axis(s) for s in specs}, outputs=outputs)
 
-    loaded = time.perf_counter()
-    values = onnx_values(fp32_model)
-    recorder = TorchRecorder(program) if options.layerwise else None
-    plain = program.module() if recorder is None else None  # built once, fed every batch
-    matching = match(fp32_model, program, recorder.recorded) if recorder is not None else Matching()
-    counterparts = matching.pairs
+
+@dataclass(frozen=True)
+class _TorchSide:
+    """What runs the PyTorch program, and how the FP32 model's values pair with the program's."""
+
+    values: dict[str, OnnxValue]  # every value of the FP32 model
+    recorder: TorchRecorder | None  # with `layerwise`: runs the program recording the paired values
+    plain: Any  # without: the program's module, built once, fed every batch
+    matching: Matching  # empty without `layerwise`
+
+    @property
+    def counterparts(self) -> dict[str, str]:
+        return self.matching.pairs
+
+    @property
+    def module_types(self) -> dict[str, str]:
+        """A recorded value's module → its nn.Module class (empty without `layerwise`)."""
+        recorder = self.recorder
+        if recorder is None:
+            return {}
+        return {recorder.modules[n]: recorder.module_types[n] for n in recorder.recorded}
+
+
+def _pair_with_torch(loaded: _Loaded, options: ParityOptions) -> _TorchSide:
+    values = onnx_values(loaded.fp32_model)
+    recorder = TorchRecorder(loaded.program) if options.layerwise else None
+    plain = loaded.program.module() if recorder is None else None  # built once, fed every batch
+    matching = match(loaded.fp32_model, loaded.program, recorder.recorded) if recorder is not None else Matching()
     if recorder is not None:
-        recorder.record(set(counterparts.values()))
-    matched = time.perf_counter()
+        recorder.record(set(matching.pairs.values()))
+    return _TorchSide(values=values, recorder=recorder, plain=plain, matching=matching)
+
+
+@dataclass(frozen=True)
+class _Backends:
+    """The ONNX Runtime sessions, and the Triton server, the samples stream through."""
+
+    fp32: Any  # the FP32 model as deployed: the final outputs
+    fp32_layers: Any  # with `layerwise`: a copy that also outputs the paired values
+    int8_model: Any
+    int8: Any  # the INT8 model's session
+    int8_layers: Any  # with `layerwise`: a copy that also outputs the INT8 values paired with FP32's
+    int8_names: dict[str, str]  # INT8 value name → the FP32 value it stands for
+    triton: Callable[..., Any] | None
+
+
+def _open_backends(loaded: _Loaded, torch_side: _TorchSide, triton_url: str | None, triton_model: str | None,
+                   options: ParityOptions) -> _Backends:
     # Final outputs come from the model as deployed. Intermediates come from a copy that also outputs them: ORT
     # cannot optimise an exposed value away, so that copy may compute differently (e.g. a Dropout node left in
     # training mode, which ORT drops from the deployed graph, runs in it) — a finding, not noise, but never
     # allowed to change the verdict on the final outputs.
-    fp32 = session(fp32_model)
+    fp32 = session(loaded.fp32_model)
     int8_model = None
-    if int8:
-        int8_model = load_onnx(int8)
-        if [o.name for o in int8_model.graph.output] != outputs:
-            raise InputError(int8, field="outputs", expected=f"the FP32 model's outputs {outputs}",
+    if loaded.int8:
+        int8_model = load_onnx(loaded.int8)
+        if [o.name for o in int8_model.graph.output] != loaded.outputs:
+            raise InputError(loaded.int8, field="outputs", expected=f"the FP32 model's outputs {loaded.outputs}",
                              found=f"{[o.name for o in int8_model.graph.output]}")
     int8_session = int8_layers = None
     int8_names: dict[str, str] = {}  # INT8 value name → the FP32 value it stands for
     if int8_model is not None:
         int8_session = session(int8_model)
         if options.layerwise:
-            int8_names = quantized_counterparts(values, onnx_values(int8_model))
+            int8_names = quantized_counterparts(torch_side.values, onnx_values(int8_model))
             int8_layers = session(with_intermediates(int8_model, list(int8_names)), arena=False)
     # Only the paired values are exposed while streaming (PyTorch's twins and INT8's): every exposed value is an
     # allocation per run and a node ORT may no longer fuse — exposing all of them made this session 3.5× the
     # deployed one's time. With only those, ORT's arena may keep them (it holds one batch of paired values,
     # as the PyTorch side does; fresh allocations each run cost 2× the run). The isolated re-run, which may
     # need any value, exposes everything on its 4 samples.
-    fp32_layers = session(with_intermediates(fp32_model, [*counterparts, *int8_names.values()])) \
+    fp32_layers = session(with_intermediates(loaded.fp32_model, [*torch_side.counterparts, *int8_names.values()])) \
         if options.layerwise else None
-    triton = _triton_runner(triton_url, triton_model, fp32_model, options) if triton_url else None
+    triton = _triton_runner(triton_url, triton_model, loaded.fp32_model, options) if triton_url else None
+    return _Backends(fp32=fp32, fp32_layers=fp32_layers, int8_model=int8_model, int8=int8_session,
+                     int8_layers=int8_layers, int8_names=int8_names, triton=triton)
 
-    referencing = time.perf_counter()
-    axes = {s.name: batch_axis(s) for s in specs}
-    finals_rounding, layers_rounding = _rounding(recorder, plain, first_samples(feeds, axes=axes), outputs,
-                                                 len(program.graph.nodes))
+
+@dataclass(frozen=True)
+class _Grounding:
+    """The tolerances, grounded in PyTorch FP32's distance from float64 (`_rounding`); an explicit one wins."""
+
+    finals_rounding: Rounding
+    layers_rounding: Rounding
+    tols: dict[str, Tolerance]  # final output → its tolerance
+    explicit_layer_tolerance: Tolerance | None
+    counterparts: Mapping[str, str]  # FP32 value → program node (`layers_rounding` is by program node)
+
+    def layer_tolerance(self, value: str) -> Tolerance:
+        return self.explicit_layer_tolerance or self.layers_rounding.tolerance(self.counterparts.get(value, ""),
+                                                                              LAYER_TOLERANCE)
+
+
+def _ground(loaded: _Loaded, torch_side: _TorchSide, options: ParityOptions) -> _Grounding:
+    finals_rounding, layers_rounding = _rounding(torch_side.recorder, torch_side.plain,
+                                                 first_samples(loaded.feeds, axes=loaded.axes), loaded.outputs,
+                                                 len(loaded.program.graph.nodes))
     tols = {n: options.tolerances.get(n) or finals_rounding.tolerance(n, Tolerance.for_dtype(np.float32))
-            for n in outputs}
+            for n in loaded.outputs}
+    return _Grounding(finals_rounding=finals_rounding, layers_rounding=layers_rounding, tols=tols,
+                      explicit_layer_tolerance=options.layer_tolerance, counterparts=torch_side.counterparts)
 
-    def layer_tolerance(value: str) -> Tolerance:
-        return options.layer_tolerance or layers_rounding.tolerance(counterparts.get(value, ""), LAYER_TOLERANCE)
 
+@dataclass(frozen=True)
+class _Setup:
+    """What parity prepares before streaming, phase by phase."""
+
+    options: ParityOptions
+    loaded: _Loaded
+    torch: _TorchSide
+    backends: _Backends
+    grounding: _Grounding
+
+
+@dataclass(frozen=True)
+class _Streamed:
+    """What streaming the samples through every backend accumulated."""
+
+    finals: dict[str, dict[str, RunningError]]  # pair → final output → its error
+    layers: dict[str, dict[str, RunningError]]  # pair → paired intermediate value → its error
+    kept: dict[str, list[np.ndarray]]  # final outputs (small) for logit metrics
+    full_kept: list[dict[str, np.ndarray]]  # with --stream-onnx: FULL's outputs, batch by batch
+
+
+def _stream(setup: _Setup) -> _Streamed:
+    """Every batch through PyTorch, ORT FP32 and, where given, INT8 and Triton, into running errors: memory holds
+    one batch of intermediates."""
+    options, torch_side, backends, grounding = setup.options, setup.torch, setup.backends, setup.grounding
+    feeds, outputs, tols = setup.loaded.feeds, setup.loaded.outputs, grounding.tols
+    recorder, counterparts = torch_side.recorder, torch_side.counterparts
     rng = np.random.default_rng(options.seed)
     finals: dict[str, dict[str, RunningError]] = {FP32: {n: RunningError(tols[n]) for n in outputs}}
     layers: dict[str, dict[str, RunningError]] = {FP32: {}, INT8: {}}
     kept: dict[str, list[np.ndarray]] = {"fp32": [], "int8": []}  # final outputs (small) for logit metrics
     full_kept: list[dict[str, np.ndarray]] = []
-    n = len(next(iter(feeds.values())))
-    streaming = time.perf_counter()
+    n = setup.loaded.samples
     log.info("comparing %d samples in batches of %d%s", n, options.batch_size, " layer by layer" * options.layerwise)
     for start in range(0, n, options.batch_size):
         batch = {k: v[start : start + options.batch_size] for k, v in feeds.items()}
         if recorder is not None:
             torch_out, recorded = recorder.run(batch)
         else:
-            torch_out, recorded = _torch_outputs(plain, batch), {}
-        fp32_values = run_by_name(fp32, batch)
-        fp32_inner = run_by_name(fp32_layers, batch) if fp32_layers is not None else {}
+            torch_out, recorded = _torch_outputs(torch_side.plain, batch), {}
+        fp32_values = run_by_name(backends.fp32, batch)
+        fp32_inner = run_by_name(backends.fp32_layers, batch) if backends.fp32_layers is not None else {}
         for index, name in enumerate(outputs):
             finals[FP32][name].update(fp32_values[name], torch_out[index], rng)
         for name, node in counterparts.items():
             if name in outputs or name not in fp32_inner or node not in recorded:
                 continue
             # a pair whose shapes differ is recorded as such (RunningError.shape_mismatch), never dropped
-            layers[FP32].setdefault(name, RunningError(layer_tolerance(name))).update(
+            layers[FP32].setdefault(name, RunningError(grounding.layer_tolerance(name))).update(
                 fp32_inner[name], recorded[node], rng)
         kept["fp32"].append(fp32_values[outputs[0]])
         if options.stream_onnx:  # stream mode's reference: FULL's outputs, every one, run once here
             full_kept.append(fp32_values)
-        if int8_session is not None:
-            int8_values = run_by_name(int8_session, batch)
+        if backends.int8 is not None:
+            int8_values = run_by_name(backends.int8, batch)
             for name in outputs:
                 finals.setdefault(INT8, {}).setdefault(name, RunningError(tols[name])).update(
                     int8_values[name], fp32_values[name], rng)
-            int8_inner = run_by_name(int8_layers, batch) if int8_layers is not None else {}
-            for int8_name, name in int8_names.items():
+            int8_inner = run_by_name(backends.int8_layers, batch) if backends.int8_layers is not None else {}
+            for int8_name, name in backends.int8_names.items():
                 if int8_name in int8_inner and name in fp32_inner and name not in outputs:
                     layers[INT8].setdefault(name, RunningError(options.layer_tolerance or LAYER_TOLERANCE)).update(
                         int8_inner[int8_name], fp32_inner[name], rng)
             kept["int8"].append(int8_values[outputs[0]])
             del int8_inner  # see below
-        if triton is not None:
-            served = triton(batch)
+        if backends.triton is not None:
+            served = backends.triton(batch)
             for index, name in enumerate(outputs):
                 finals.setdefault(TRITON, {}).setdefault(name, RunningError(tols[name])).update(
                     served[index], fp32_values[name], rng)
         # drop this batch's intermediates before the next batch allocates its own: else the peak holds two
         del recorded, fp32_inner
+    return _Streamed(finals=finals, layers=layers, kept=kept, full_kept=full_kept)
 
-    timing = {"load_s": loaded - started, "match_s": matched - loaded, "sessions_s": referencing - matched,
-              "reference_s": streaming - referencing, "streaming_s": time.perf_counter() - streaming}
-    checking = time.perf_counter()
+
+@dataclass
+class _Findings:
+    """The checks, in the verdict's order, and what judging adds to the verdict's details and the layer tables."""
+
+    checks: list[Check]
+    pairs: list[str]  # the pairs judged
+    reports: dict[str, Any] = field(default_factory=dict)  # pair → its layer report
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # pair → one row per matched value
+    int8_logits: dict[str, float] | None = None
+    stream: dict[str, Any] | None = None
+
+
+def _judge(setup: _Setup, streamed: _Streamed, *, fp16: str | Path | bool,
+           fp16_out: str | Path | None) -> _Findings:
+    """Every check, in the verdict's order: final outputs, FP32 layers, INT8, FP16, Triton, stream."""
+    options, loaded, grounding, finals = setup.options, setup.loaded, setup.grounding, streamed.finals
     checks = [Check(f"outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
                     detail=f"ORT FP32 vs torch: {_describe(err)} (rtol {err.tolerance.rtol:.3g}, atol "
-                           f"{err.tolerance.atol:.3g}, {finals_rounding.summary()['method']})")
+                           f"{err.tolerance.atol:.3g}, {grounding.finals_rounding.summary()['method']})")
               for name, err in finals[FP32].items()]
     # Batch invariance is export's fact (ORT) and probe's (Triton): each fact has one owner step.
-    pairs = [p for p in (FP32, INT8 if int8 else None, TRITON if triton else None) if p]
-    reports: dict[str, Any] = {}  # pair → its layer report
-    int8_logits = None
-    rows: dict[str, list[dict[str, Any]]] = {}
+    triton = setup.backends.triton
+    found = _Findings(checks=checks, pairs=[p for p in (FP32, INT8 if loaded.int8 else None,
+                                                        TRITON if triton else None) if p])
+    # a value is labelled with the nn.Module that made it and its class: `features.1 (BatchNorm2d)`, which
+    # the ONNX op alone (a Conv with the BatchNorm folded in) would misname
+    module_types = setup.torch.module_types
     if options.layerwise:
-        assert recorder is not None
-        assert fp32_layers is not None
-
-        def isolate(name: str) -> str:
-            small = first_samples(feeds, ISOLATED_SAMPLES, axes=axes)
-            exposed = session(with_intermediates(fp32_model), arena=False)
-            ort_values = {**small, **run_by_name(exposed, small)}  # graph inputs too: an op may read them
-            return _isolated(name, matching, recorder.run(small)[1], ort_values, fp32_model, layer_tolerance(name),
-                             min(ISOLATED_SAMPLES, n))
-
-        # a value is labelled with the nn.Module that made it and its class: `features.1 (BatchNorm2d)`, which
-        # the ONNX op alone (a Conv with the BatchNorm folded in) would misname
-        module_types = {recorder.modules[n]: recorder.module_types[n] for n in recorder.recorded}
-        rows[FP32], fp32_checks, reports[FP32] = _layer_report(
-            FP32, layers[FP32], values, outputs, lambda e: not e.ok, matching, isolate, module_types)
-        for row in rows[FP32]:
-            row["torch_node"] = counterparts[row["value"]]
-            row["matched_by"] = matching.how[row["value"]]
-        checks += fp32_checks
-    if int8_model is not None:
-        int8_list, int8_logits = _int8_checks(finals[INT8], kept, options)
-        checks += int8_list
+        found.rows[FP32], fp32_checks, found.reports[FP32] = _fp32_layer_report(setup, streamed, module_types)
+        found.checks += fp32_checks
+    if setup.backends.int8_model is not None:
+        int8_list, found.int8_logits = _int8_checks(finals[INT8], streamed.kept, options)
+        found.checks += int8_list
         if options.layerwise:
-            rows[INT8], int8_checks, reports[INT8] = _layer_report(
-                INT8, layers[INT8], values, outputs, lambda e: e.sqnr_db < options.min_layer_sqnr_db, None, None,
-                module_types)
-            checks += int8_checks
+            found.rows[INT8], int8_checks, found.reports[INT8] = _layer_report(
+                INT8, streamed.layers[INT8], setup.torch.values, loaded.outputs,
+                lambda e: e.sqnr_db < options.min_layer_sqnr_db, None, None, module_types)
+            found.checks += int8_checks
     if fp16 is not False:
         from skewgate.parity.internals.fp16 import PAIR, Fp16Options, fp16_checks
 
         given = None if fp16 is True else fp16
         fp16_options = Fp16Options(batch_size=options.batch_size, cuda=options.fp16_cuda)
-        fp16_list, reports[PAIR], rows[PAIR] = fp16_checks(fp32_model, given, feeds, fp16_options,
-                                                           write_fixed=fp16_out)
-        checks += fp16_list
-        pairs.append(PAIR)
+        fp16_list, found.reports[PAIR], found.rows[PAIR] = fp16_checks(loaded.fp32_model, given, loaded.feeds,
+                                                                       fp16_options, write_fixed=fp16_out)
+        found.checks += fp16_list
+        found.pairs.append(PAIR)
     if triton is not None:
-        checks += [Check(f"triton.outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
-                         detail=f"Triton vs ORT FP32: {_describe(err)}") for name, err in finals[TRITON].items()]
-    stream_details = None
+        found.checks += [Check(f"triton.outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
+                               detail=f"Triton vs ORT FP32: {_describe(err)}") for name, err in finals[TRITON].items()]
     if options.stream_onnx:
         from skewgate.parity.internals.stream import stream_checks
 
-        stream_list, stream_details = stream_checks(
-            step_onnx=options.stream_onnx, states=options.states, feeds=feeds,
-            full={name: np.concatenate([values[name] for values in full_kept]) for name in outputs},
-            full_outputs=outputs, tolerances=tols, initial_state=options.initial_state, full_onnx=onnx,
-            layerwise=options.layerwise)
-        checks += stream_list
-    timing["checks_s"] = time.perf_counter() - checking  # layer report, isolated re-run, FP16, stream
+        stream_list, found.stream = stream_checks(
+            step_onnx=options.stream_onnx, states=options.states, feeds=loaded.feeds,
+            full={name: np.concatenate([values[name] for values in streamed.full_kept]) for name in loaded.outputs},
+            full_outputs=loaded.outputs, tolerances=grounding.tols, initial_state=options.initial_state,
+            full_onnx=loaded.onnx, layerwise=options.layerwise)
+        found.checks += stream_list
+    return found
+
+
+def _fp32_layer_report(setup: _Setup, streamed: _Streamed, module_types: Mapping[str, str],
+                       ) -> tuple[list[dict[str, Any]], list[Check], dict[str, Any]]:
+    """torch vs ORT FP32 value by value; the first divergence is re-run alone (`_isolated`) on a few samples."""
+    loaded, torch_side, matching = setup.loaded, setup.torch, setup.torch.matching
+    recorder = torch_side.recorder
+    assert recorder is not None
+    assert setup.backends.fp32_layers is not None
+
+    def isolate(name: str) -> str:
+        small = first_samples(loaded.feeds, ISOLATED_SAMPLES, axes=loaded.axes)
+        exposed = session(with_intermediates(loaded.fp32_model), arena=False)
+        ort_values = {**small, **run_by_name(exposed, small)}  # graph inputs too: an op may read them
+        return _isolated(name, matching, recorder.run(small)[1], ort_values, loaded.fp32_model,
+                         setup.grounding.layer_tolerance(name), min(ISOLATED_SAMPLES, loaded.samples))
+
+    rows, checks, report = _layer_report(FP32, streamed.layers[FP32], torch_side.values, loaded.outputs,
+                                         lambda e: not e.ok, matching, isolate, module_types)
+    for row in rows:
+        row["torch_node"] = torch_side.counterparts[row["value"]]
+        row["matched_by"] = matching.how[row["value"]]
+    return rows, checks, report
+
+
+def _result(setup: _Setup, streamed: _Streamed, found: _Findings, timing: dict[str, float]) -> ParityResult:
+    options, loaded, grounding = setup.options, setup.loaded, setup.grounding
     # the INT8 file judged beside the FP32 one is named by digest, so that promote can register exactly it
-    data = {"inputs": sha256_file(inputs), **({"int8": sha256_file(int8)} if int8 else {}),
+    data = {"inputs": sha256_file(loaded.inputs), **({"int8": sha256_file(loaded.int8)} if loaded.int8 else {}),
             **({"stream_onnx": sha256_file(options.stream_onnx)} if options.stream_onnx else {}),
             **({"initial_state": sha256_file(options.initial_state)} if options.stream_onnx and options.initial_state
                else {})}
-    subject = Subject(artifact=str(onnx), sha256=sha256_file(onnx), data=data, source=str(torch_model))
-    rounding = {"outputs": finals_rounding.summary(), "layers": layers_rounding.summary() if recorder else None}
-    details = ParityDetails(pairs=pairs, samples=n, timing=timing, rounding=rounding,
-                            finals={pair: {k: e.summary() for k, e in errs.items()} for pair, errs in finals.items()},
-                            torch_vs_fp32=reports.get(FP32), fp32_vs_int8=reports.get(INT8), int8_logits=int8_logits,
-                            fp32_vs_fp16=reports.get("fp32_vs_fp16"),
-                            triton=None if triton else "not compared: no Triton URL given", stream=stream_details)
-    return ParityResult(Verdict.from_checks(STEP, checks, subject=subject, details=details), rows)
+    subject = Subject(artifact=str(loaded.onnx), sha256=sha256_file(loaded.onnx), data=data,
+                      source=str(loaded.torch_model))
+    rounding = {"outputs": grounding.finals_rounding.summary(),
+                "layers": grounding.layers_rounding.summary() if setup.torch.recorder else None}
+    details = ParityDetails(pairs=found.pairs, samples=loaded.samples, timing=timing, rounding=rounding,
+                            finals={pair: {k: e.summary() for k, e in errs.items()}
+                                    for pair, errs in streamed.finals.items()},
+                            torch_vs_fp32=found.reports.get(FP32), fp32_vs_int8=found.reports.get(INT8),
+                            int8_logits=found.int8_logits, fp32_vs_fp16=found.reports.get("fp32_vs_fp16"),
+                            triton=None if setup.backends.triton else "not compared: no Triton URL given",
+                            stream=found.stream)
+    return ParityResult(Verdict.from_checks(STEP, found.checks, subject=subject, details=details), found.rows)
 
 
 def _rounding(recorder: TorchRecorder | None, plain: Any, sample: dict[str, np.ndarray], outputs: list[str],

@@ -45,7 +45,7 @@ def candidates(model: onnx.ModelProto, rows: list[dict[str, Any]], quantizable: 
         fused.append(Candidate("attention MatMuls", attention,
                                "activation × activation, fused into QLinearMatMul when deployed"))
     db = {row["node"]: row["introduced_db"] for row in rows}
-    ranked = [Candidate(node, (node,), f"loses {db[node]:.1f} dB in the layerwise view" if db.get(node) is not None
+    ranked = [Candidate(node, (node,), f"loses {-db[node]:.1f} dB in the layerwise view" if db.get(node) is not None
                         else "adds error in the layerwise view")
               for node in sensitivity(rows, quantizable)]
     heads = tuple(dict.fromkeys(h for h in (_head(model, o.name) for o in model.graph.output)
@@ -68,14 +68,16 @@ def candidates(model: onnx.ModelProto, rows: list[dict[str, Any]], quantizable: 
 def _head(model: onnx.ModelProto, output: str) -> str | None:
     """The nearest MatMul/Gemm upstream of `output` (breadth-first over producers)."""
     producers = {o: n for n in model.graph.node for o in n.output}
+    # visited by the value a node produces: ORT's prepared models leave many nodes unnamed, and one unnamed node
+    # seen must not hide the others
     frontier, seen = [output], set()
     while frontier:
         following: list[str] = []
         for value in frontier:
             node = producers.get(value)
-            if node is None or node.name in seen:
+            if node is None or node.output[0] in seen:
                 continue
-            seen.add(node.name)
+            seen.add(node.output[0])
             if node.op_type in ("MatMul", "Gemm"):
                 return node.name
             following.extend(i for i in node.input if i)

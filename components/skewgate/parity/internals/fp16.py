@@ -110,22 +110,60 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
     """Stream `feeds` through both models (FP32 intermediates from `fp32_layers`, a session built once)."""
     from skewgate.parity.core import first_divergence
 
-    fp32_names = {o for n in fp32_model.graph.node for o in n.output if o} | {i.name for i in fp32_model.graph.input}
-    fp32_nodes = {n.name for n in fp32_model.graph.node}
-    reference: dict[str, str] = {}  # FP16-graph value → FP32 value
-    keep: dict[str, list[str]] = {}
-    readers: dict[str, list[str]] = {}
-    made_by = {value: node for node in candidate.graph.node for value in node.output}
-    for node in candidate.graph.node:
-        for value in node.input:
-            readers.setdefault(value, []).append(node.name)
+    lineage = _Lineage.of(candidate, fp32_model)
+    reference, keep = _counterparts(fp32_model, candidate, lineage)
+    tally, kept = _stream(fp32_layers, fp32_model, candidate, reference, feeds, options)
 
-    def behind_casts(value: str) -> str:
+    def bad(err: RunningError) -> bool:
+        return err.count > 0 and (overflows[id(err)] > 0 or err.sqnr_db < options.min_sqnr_db)
+
+    overflows = {id(tally.errors[v]): tally.overflow[v] for v in tally.errors}
+    failed = [v for v, e in tally.errors.items() if bad(e)]
+    first = first_divergence(onnx_values(candidate), tally.errors, bad) if failed else None
+    # the nodes to keep for it: its own, and those making its out-of-range inputs
+    suspects = [first, *_out_of_range_sources(first, lineage, tally)] if first else []
+    culprits = list(dict.fromkeys(k for v in suspects for k in keep.get(v, [])))
+    top1 = _top1_agreement(kept)
+    if top1 is not None and top1 < options.min_top1_agreement:
+        failed.append(f"top-1 agreement {top1:.1%}")
+    return Fp16Evaluation(tally.errors, tally.overflow, tally.saturated, tally.underflowed, keep, first, culprits,
+                          top1, failed)
+
+
+@dataclass(frozen=True)
+class _Lineage:
+    """Which node of the candidate makes each value and which read it, and which nodes the FP32 model has (the
+    others are Casts the converter inserted)."""
+
+    made_by: dict[str, Any]  # value → the candidate's node that makes it
+    readers: dict[str, list[str]]  # value → the names of the candidate's nodes that read it
+    fp32_nodes: set[str]
+
+    @classmethod
+    def of(cls, candidate: Any, fp32_model: Any) -> _Lineage:
+        readers: dict[str, list[str]] = {}
+        for node in candidate.graph.node:
+            for value in node.input:
+                readers.setdefault(value, []).append(node.name)
+        return cls(made_by={value: node for node in candidate.graph.node for value in node.output}, readers=readers,
+                   fp32_nodes={n.name for n in fp32_model.graph.node})
+
+    def behind_casts(self, value: str) -> str:
         """The value a chain of the converter's Casts starts from (`value` itself when none)."""
-        while (maker := made_by.get(value)) is not None and maker.op_type == "Cast" and maker.name not in fp32_nodes:
+        while ((maker := self.made_by.get(value)) is not None and maker.op_type == "Cast"
+               and maker.name not in self.fp32_nodes):
             value = maker.input[0]
         return value
 
+
+def _counterparts(fp32_model: Any, candidate: Any, lineage: _Lineage,
+                  ) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The candidate's values to compare: each with the FP32 value it stands for, and with the FP32 nodes to keep in
+    FP32 if it fails."""
+    fp32_names = {o for n in fp32_model.graph.node for o in n.output if o} | {i.name for i in fp32_model.graph.input}
+    fp32_nodes = lineage.fp32_nodes
+    reference: dict[str, str] = {}  # FP16-graph value → FP32 value
+    keep: dict[str, list[str]] = {}
     for node in candidate.graph.node:
         for value in node.output:
             if node.name in fp32_nodes:
@@ -139,16 +177,55 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
                 reference[value] = node.input[0]
             else:
                 continue
-            keep[value] = [r for r in readers.get(value, []) if r in fp32_nodes]
-            source = made_by.get(node.input[0]) if node.input else None
+            keep[value] = [r for r in lineage.readers.get(value, []) if r in fp32_nodes]
+            source = lineage.made_by.get(node.input[0]) if node.input else None
             if value in fp32_names and source is not None and source.name in fp32_nodes:
                 # the Cast back to FP32 after a graph output's node (I/O kept FP32): keep that node
                 keep[value].insert(0, source.name)
+    return reference, keep
+
+
+@dataclass(frozen=True)
+class _Tally:
+    """Per compared value, over every batch: its error against FP32, and its elements out of FP16's range."""
+
+    errors: dict[str, RunningError]
+    overflow: dict[str, int]
+    saturated: dict[str, int]
+    underflowed: dict[str, int]
+
+    @classmethod
+    def of(cls, values: Mapping[str, str]) -> _Tally:
+        return cls(errors={v: RunningError(Tolerance(0.0, 0.0)) for v in values},
+                   overflow=dict.fromkeys(values, 0), saturated=dict.fromkeys(values, 0),
+                   underflowed=dict.fromkeys(values, 0))
+
+    def add(self, value: str, a: np.ndarray, e: np.ndarray, *, output: bool, rng: np.random.Generator) -> None:
+        """One batch of `value`: the candidate's `a` against FP32's `e`; `output`: `value` is a graph output."""
+        if not np.issubdtype(a.dtype, np.floating) or a.shape != e.shape:
+            return
+        self.overflow[value] += int(np.count_nonzero(~np.isfinite(a) & np.isfinite(e)))
+        held_fp16 = a.dtype == np.float16
+        # copies in C order: a's underflowed elements are overwritten below, through flat views of both
+        a, e = a.astype(np.float32, order="C"), e.astype(np.float32, order="C")
+        clamped, (lost, where) = _out_of_range(a, e, held_fp16)
+        if where is not None:
+            self.underflowed[value] += lost
+            if not output:  # nothing downstream judges a graph output's underflow: judged as is
+                # held as FP32 holds them: in place is cheaper than cutting them out of a large value
+                _hold(a, e, where)
+        if clamped is not None and clamped.any():
+            self.saturated[value] += int(np.count_nonzero(clamped))
+            a, e = a[~clamped], e[~clamped]
+        self.errors[value].update(a, e, rng)
+
+
+def _stream(fp32_layers: Any, fp32_model: Any, candidate: Any, reference: Mapping[str, str],
+            feeds: Mapping[str, np.ndarray], options: Fp16Options) -> tuple[_Tally, dict[str, list[np.ndarray]]]:
+    """Both models batch by batch, every value in `reference` tallied, and both sides' first graph output kept
+    (for top-1 agreement)."""
     layers = session(with_intermediates(candidate, list(reference)), arena=False, cuda=options.cuda)
-    errors = {v: RunningError(Tolerance(0.0, 0.0)) for v in reference}
-    overflow = dict.fromkeys(reference, 0)
-    saturated = dict.fromkeys(reference, 0)
-    underflowed = dict.fromkeys(reference, 0)
+    tally = _Tally.of(reference)
     outputs = [o.name for o in fp32_model.graph.output]
     kept: dict[str, list[np.ndarray]] = {"fp32": [], "fp16": []}
     rng = np.random.default_rng(0)
@@ -160,61 +237,37 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
             if value not in actual or source not in (expected.keys() | batch.keys()):
                 continue
             e = expected[source] if source in expected else batch[source]
-            a = actual[value]
-            if not np.issubdtype(a.dtype, np.floating) or a.shape != e.shape:
-                continue
-            overflow[value] += int(np.count_nonzero(~np.isfinite(a) & np.isfinite(e)))
-            held_fp16 = a.dtype == np.float16
-            # copies in C order: a's underflowed elements are overwritten below, through flat views of both
-            a, e = a.astype(np.float32, order="C"), e.astype(np.float32, order="C")
-            clamped, (lost, where) = _out_of_range(a, e, held_fp16)
-            if where is not None:
-                underflowed[value] += lost
-                if value not in outputs:  # nothing downstream judges a graph output's underflow: judged as is
-                    # held as FP32 holds them: in place is cheaper than cutting them out of a large value
-                    _hold(a, e, where)
-            if clamped is not None and clamped.any():
-                saturated[value] += int(np.count_nonzero(clamped))
-                a, e = a[~clamped], e[~clamped]
-            errors[value].update(a, e, rng)
+            tally.add(value, actual[value], e, output=value in outputs, rng=rng)
         kept["fp32"].append(expected[outputs[0]])
         kept["fp16"].append(actual[outputs[0]])
         del expected, actual  # one batch of intermediates at a time
+    return tally, kept
 
-    def bad(err: RunningError) -> bool:
-        return err.count > 0 and (overflows[id(err)] > 0 or err.sqnr_db < options.min_sqnr_db)
 
-    overflows = {id(errors[v]): overflow[v] for v in errors}
-    failed = [v for v, e in errors.items() if bad(e)]
-    first = first_divergence(onnx_values(candidate), errors, bad) if failed else None
+def _out_of_range_sources(value: str, lineage: _Lineage, tally: _Tally) -> list[str]:
+    """The inputs of `value` that FP16 holds saturated or underflowed, and theirs, back to where the range is
+    lost (seen through the converter's Casts, on both sides of each node): keeping only the nearest in FP32
+    would leave the loss upstream of it."""
+    found: list[str] = []
+    todo = [value]
+    while todo:
+        maker = lineage.made_by.get(lineage.behind_casts(todo.pop()))
+        inputs = {v for i in maker.input for v in (i, lineage.behind_casts(i))} if maker is not None else set()
+        for i in sorted(inputs):
+            if (tally.saturated.get(i) or tally.underflowed.get(i)) and i not in found:
+                found.append(i)
+                todo.append(i)
+    return found
 
-    def out_of_range_sources(value: str) -> list[str]:
-        """The inputs of `value` that FP16 holds saturated or underflowed, and theirs, back to where the range is
-        lost (seen through the converter's Casts, on both sides of each node): keeping only the nearest in FP32
-        would leave the loss upstream of it."""
-        found: list[str] = []
-        todo = [value]
-        while todo:
-            maker = made_by.get(behind_casts(todo.pop()))
-            inputs = {v for i in maker.input for v in (i, behind_casts(i))} if maker is not None else set()
-            for i in sorted(inputs):
-                if (saturated.get(i) or underflowed.get(i)) and i not in found:
-                    found.append(i)
-                    todo.append(i)
-        return found
 
-    # the nodes to keep for it: its own, and those making its out-of-range inputs
-    suspects = [first, *out_of_range_sources(first)] if first else []
-    culprits = list(dict.fromkeys(k for v in suspects for k in keep.get(v, [])))
-    top1 = None
+def _top1_agreement(kept: Mapping[str, list[np.ndarray]]) -> float | None:
+    """On the first graph output, where it is classifier-shaped (else None)."""
     ref, cand = np.concatenate(kept["fp32"]), np.concatenate(kept["fp16"])
     if ref.ndim >= 2 and ref.shape[-1] > 1 and np.isfinite(cand).all():
-        top1 = logit_agreement(ref, cand)["top1_agreement"]
-    elif ref.ndim >= 2 and ref.shape[-1] > 1:
-        top1 = float(np.mean(ref.argmax(-1) == np.nan_to_num(cand, nan=-np.inf).argmax(-1)))
-    if top1 is not None and top1 < options.min_top1_agreement:
-        failed.append(f"top-1 agreement {top1:.1%}")
-    return Fp16Evaluation(errors, overflow, saturated, underflowed, keep, first, culprits, top1, failed)
+        return logit_agreement(ref, cand)["top1_agreement"]
+    if ref.ndim >= 2 and ref.shape[-1] > 1:
+        return float(np.mean(ref.argmax(-1) == np.nan_to_num(cand, nan=-np.inf).argmax(-1)))
+    return None
 
 
 def _out_of_range(a: np.ndarray, e: np.ndarray, held_fp16: bool,

@@ -153,75 +153,116 @@ class _Program:
         return memo[name]
 
 
-def match(model: onnx.ModelProto, program: torch.export.ExportedProgram, recordable: Iterable[str]) -> Matching:
-    """Pair `model`'s values with `program`'s recordable nodes (see the module docstring)."""
-    import onnx
+class _Onnx:
+    """The ONNX side: each FX node's group of ONNX nodes and the value it hands on, which values depend on the
+    inputs' values, and each value's producer, shape and dtype."""
 
-    torch_side = _Program(program, recordable)
-    graph = model.graph
-    initializers = {i.name for i in graph.initializer}
-    inputs = {i.name for i in graph.input if i.name not in initializers}
-    outputs = {o.name for o in graph.output}
-    inferred = onnx.shape_inference.infer_shapes(model)
-    typed = (*inferred.graph.value_info, *graph.value_info, *graph.output)
-    shapes = {v.name: _dims(v) for v in typed}
-    dtypes = {v.name: _dtype(v) for v in typed}
+    def __init__(self, model: onnx.ModelProto) -> None:
+        import onnx
 
-    def same_kind(value: str, node: str) -> bool:
-        """A pair must hold values of one shape and dtype: an in-place op or a view can make a program node's
-        neighbour look like the right twin (MobileViT's unfolded patches paired with their image)."""
-        if not _compatible(shapes.get(value), torch_side.shape.get(node)):
-            return False
-        onnx_dtype, torch_dtype = dtypes.get(value), torch_side.dtype.get(node)
-        return onnx_dtype is None or torch_dtype is None or onnx_dtype == torch_dtype
+        graph = model.graph
+        self.graph = graph
+        initializers = {i.name for i in graph.initializer}
+        self.inputs = {i.name for i in graph.input if i.name not in initializers}
+        self.outputs = {o.name for o in graph.output}
+        inferred = onnx.shape_inference.infer_shapes(model)
+        typed = (*inferred.graph.value_info, *graph.value_info, *graph.output)
+        self.shapes = {v.name: _dims(v) for v in typed}
+        self.dtypes = {v.name: _dtype(v) for v in typed}
+        self.groups: dict[str, _Group] = {}
+        self.producer: dict[str, int] = {}  # value → node index
+        self.group_of: dict[int, str] = {}
+        self.data: set[str] = set(self.inputs)  # values that depend on the inputs' values
+        for index, node in enumerate(graph.node):
+            meta = {p.key: p.value for p in node.metadata_props}
+            for out in node.output:
+                self.producer[out] = index
+            if node.op_type not in _SHAPE_OPS and any(i in self.data for i in node.input):
+                self.data.update(o for o in node.output if o)
+            text = meta.get("pkg.torch.onnx.fx_node")
+            if text is None:
+                continue
+            name, target, skeleton = describe_fx(text)
+            group = self.groups.setdefault(name, _Group(name, target, skeleton, module_path(meta), []))
+            group.nodes.append(index)
+            self.group_of[index] = name
+        self._find_group_values()
 
-    groups: dict[str, _Group] = {}
-    producer: dict[str, int] = {}  # value → node index
-    group_of: dict[int, str] = {}
-    data: set[str] = set(inputs)  # values that depend on the inputs' values
-    for index, node in enumerate(graph.node):
-        meta = {p.key: p.value for p in node.metadata_props}
-        for out in node.output:
-            producer[out] = index
-        if node.op_type not in _SHAPE_OPS and any(i in data for i in node.input):
-            data.update(o for o in node.output if o)
-        text = meta.get("pkg.torch.onnx.fx_node")
-        if text is None:
-            continue
-        name, target, skeleton = describe_fx(text)
-        group = groups.setdefault(name, _Group(name, target, skeleton, module_path(meta), []))
-        group.nodes.append(index)
-        group_of[index] = name
-    consumers: dict[str, set[str]] = {}
-    for index, node in enumerate(graph.node):
-        for value in node.input:
-            consumers.setdefault(value, set()).add(group_of.get(index, f"#{index}"))
-    for group in groups.values():
-        produced = [o for i in group.nodes for o in graph.node[i].output if o and o in data]
-        handed_on = [v for v in produced if v in outputs or consumers.get(v, set()) - {group.name}]
-        if group.name in produced:
-            group.value = group.name
-        elif len(handed_on) == 1:
-            group.value = handed_on[0]
+    def _find_group_values(self) -> None:
+        """A group's value: the data-dependent value named as its FX node, else the one data-dependent value it
+        hands on (to another group, or as a graph output); none otherwise."""
+        graph = self.graph
+        consumers: dict[str, set[str]] = {}
+        for index, node in enumerate(graph.node):
+            for value in node.input:
+                consumers.setdefault(value, set()).add(self.group_of.get(index, f"#{index}"))
+        for group in self.groups.values():
+            produced = [o for i in group.nodes for o in graph.node[i].output if o and o in self.data]
+            handed_on = [v for v in produced if v in self.outputs or consumers.get(v, set()) - {group.name}]
+            if group.name in produced:
+                group.value = group.name
+            elif len(handed_on) == 1:
+                group.value = handed_on[0]
 
-    def group_inputs(name: str) -> list[str]:
+    def group_inputs(self, name: str) -> list[str]:
         """The data-dependent values a group reads from outside itself, in order."""
-        own = set(groups[name].nodes)
+        own = set(self.groups[name].nodes)
         seen = []
-        for index in groups[name].nodes:
-            for value in graph.node[index].input:
-                if value in data and (producer.get(value) not in own) and value not in seen:
+        for index in self.groups[name].nodes:
+            for value in self.graph.node[index].input:
+                if value in self.data and (self.producer.get(value) not in own) and value not in seen:
                     seen.append(value)
         return seen
 
+
+def _same_kind(onnx_side: _Onnx, value: str, torch_side: _Program, node: str) -> bool:
+    """A pair must hold values of one shape and dtype: an in-place op or a view can make a program node's
+    neighbour look like the right twin (MobileViT's unfolded patches paired with their image)."""
+    if not _compatible(onnx_side.shapes.get(value), torch_side.shape.get(node)):
+        return False
+    onnx_dtype, torch_dtype = onnx_side.dtypes.get(value), torch_side.dtype.get(node)
+    return onnx_dtype is None or torch_dtype is None or onnx_dtype == torch_dtype
+
+
+def match(model: onnx.ModelProto, program: torch.export.ExportedProgram, recordable: Iterable[str]) -> Matching:
+    """Pair `model`'s values with `program`'s recordable nodes (see the module docstring)."""
+    torch_side = _Program(program, recordable)
+    onnx_side = _Onnx(model)
+    by_key: dict[tuple[str, str], list[str]] = {}
+    for name in torch_side.order:
+        if name in torch_side.recordable and name in torch_side.data:
+            by_key.setdefault(torch_side.key[name], []).append(name)
     result = Matching()
-    back: dict[str, str] = {}  # program node → ONNX group
+    back: dict[str, str] = {}  # program node → the ONNX value paired with it
+    _pair_same_op(result, back, onnx_side, torch_side, by_key)
+    _pair_by_consumer(result, back, onnx_side, torch_side)
+    graph, producer, group_of, groups = onnx_side.graph, onnx_side.producer, onnx_side.group_of, onnx_side.groups
+    for value in result.pairs:
+        owner = group_of.get(producer[value])
+        result.lowering[value] = _ancestors_within(graph, value, groups[owner].nodes if owner else [producer[value]],
+                                                   producer)
+    for index, node in enumerate(graph.node):
+        for value in node.output:
+            if value and value not in result.pairs:
+                result.unmatched[value] = _why(value, index, group_of, groups, onnx_side.data, onnx_side.outputs,
+                                               by_key)
+    for name in torch_side.order:
+        if name not in back and name in torch_side.recordable and name in torch_side.data:
+            result.removed[name] = torch_side.key[name][0]
+    return result
+
+
+def _pair_same_op(result: Matching, back: dict[str, str], onnx_side: _Onnx, torch_side: _Program,
+                  by_key: dict[tuple[str, str], list[str]]) -> None:
+    """Rule 1, group by group in the order their values are made: the unpaired program node with the group's op
+    target, constants and frontier, of the same kind (`_same_kind`); ties go to the group's module, then order."""
+    graph, producer, group_of, groups = onnx_side.graph, onnx_side.producer, onnx_side.group_of, onnx_side.groups
     front: dict[str, frozenset[str]] = {}  # ONNX value → the program nodes / inputs it derives from
 
     def frontier_of_value(value: str) -> frozenset[str]:
         if value in front:
             return front[value]
-        if value in inputs:
+        if value in onnx_side.inputs:
             front[value] = frozenset({value})
             return front[value]
         index = producer.get(value)
@@ -232,42 +273,25 @@ def match(model: onnx.ModelProto, program: torch.export.ExportedProgram, recorda
                 found.add(result.pairs[groups[owner].value])  # type: ignore[index]
             else:
                 for upstream in graph.node[index].input:
-                    if upstream in data:
+                    if upstream in onnx_side.data:
                         found |= frontier_of_value(upstream)
         front[value] = frozenset(found)
         return front[value]
 
-    by_key: dict[tuple[str, str], list[str]] = {}
-    for name in torch_side.order:
-        if name in torch_side.recordable and name in torch_side.data:
-            by_key.setdefault(torch_side.key[name], []).append(name)
     ordered = sorted((g for g in groups.values() if g.value is not None), key=lambda g: producer[g.value])  # type: ignore[index]
     for group in ordered:
         value = group.value
         assert value is not None
-        wanted = frozenset().union(*(frontier_of_value(v) for v in group_inputs(group.name)))
+        wanted = frozenset().union(*(frontier_of_value(v) for v in onnx_side.group_inputs(group.name)))
         memo: dict[str, frozenset[str]] = {}
         candidates = [n for n in by_key.get((group.target, group.skeleton), [])
-                      if n not in back and torch_side.frontier(n, back, memo) == wanted and same_kind(value, n)]
+                      if n not in back and torch_side.frontier(n, back, memo) == wanted
+                      and _same_kind(onnx_side, value, torch_side, n)]
         if candidates:
             same_module = [n for n in candidates if torch_side.module[n] == group.module]
             chosen = (same_module or candidates)[0]
             result.pairs[value], result.how[value] = chosen, "same op and inputs"
             back[chosen] = value
-
-    _pair_by_consumer(result, back, groups, group_inputs, same_kind, torch_side, producer, group_of)
-    for value in result.pairs:
-        owner = group_of.get(producer[value])
-        result.lowering[value] = _ancestors_within(graph, value, groups[owner].nodes if owner else [producer[value]],
-                                                   producer)
-    for index, node in enumerate(graph.node):
-        for value in node.output:
-            if value and value not in result.pairs:
-                result.unmatched[value] = _why(value, index, group_of, groups, data, outputs, by_key)
-    for name in torch_side.order:
-        if name not in back and name in torch_side.recordable and name in torch_side.data:
-            result.removed[name] = torch_side.key[name][0]
-    return result
 
 
 def _ancestors_within(graph: Any, value: str, nodes: list[int], producer: dict[str, int]) -> list[int]:
@@ -282,32 +306,31 @@ def _ancestors_within(graph: Any, value: str, nodes: list[int], producer: dict[s
     return sorted(kept)
 
 
-def _pair_by_consumer(result: Matching, back: dict[str, str], groups: dict[str, _Group], group_inputs: Any,
-                      same_kind: Any, torch_side: _Program, producer: dict[str, int],
-                      group_of: dict[int, str]) -> None:
+def _pair_by_consumer(result: Matching, back: dict[str, str], onnx_side: _Onnx, torch_side: _Program) -> None:
     """Rule 2: a paired consumer with exactly one unpaired input on each side, of the same shape and dtype, made
     inside the same module. The module matters where the exporter folds ops: ShuffleNet's Conv → BatchNorm →
     Conv → BatchNorm lowers to two Convs with the BatchNorms folded in, so the second one reads the first
     BatchNorm's value (module `branch1.1`), not the program's second conv2d (`branch1.2`), of the same shape."""
+    groups, producer, group_of = onnx_side.groups, onnx_side.producer, onnx_side.group_of
     work = list(result.pairs.items())
     while work:
         value, node = work.pop()
         owner = group_of.get(producer[value])
         if owner is None:
             continue
-        onnx_side = []
-        for upstream in group_inputs(owner):
+        onnx_inputs = []
+        for upstream in onnx_side.group_inputs(owner):
             upstream_owner = group_of.get(producer.get(upstream, -1))
             if upstream in result.pairs or upstream_owner is None:
                 continue
             if groups[upstream_owner].value == upstream:
-                onnx_side.append(upstream)
+                onnx_inputs.append(upstream)
         torch_inputs = [a for a in torch_side.inputs.get(node, []) if a not in back and a in torch_side.data
                         and a not in torch_side.user_inputs]
-        if len(onnx_side) != 1 or len(torch_inputs) != 1:
+        if len(onnx_inputs) != 1 or len(torch_inputs) != 1:
             continue
-        (onnx_value,), (torch_node,) = onnx_side, torch_inputs
-        if torch_node not in torch_side.recordable or not same_kind(onnx_value, torch_node):
+        (onnx_value,), (torch_node,) = onnx_inputs, torch_inputs
+        if torch_node not in torch_side.recordable or not _same_kind(onnx_side, onnx_value, torch_side, torch_node):
             continue
         modules = {groups[group_of[producer[onnx_value]]].module, torch_side.module[torch_node]}
         if len(modules - {"<root>"}) > 1:
