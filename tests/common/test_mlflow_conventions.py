@@ -31,7 +31,7 @@ def test_promotion_records_of_one_instant_never_share_a_file():
 ], ids=["utc", "naive-is-utc", "offset-counts-in-utc"])
 def test_a_nightly_verdict_is_one_point_per_night(run_date, night):
     verdict = Verdict.from_checks("nightly-drift", [Check("ks_drift", passed=True, value=0.0)], subject=None,
-                                  details={"run_date": run_date})
+                                  details={"model_version": "3", "run_date": run_date})
     assert conv.drift_night(verdict)[1] == night
 
 

@@ -11,6 +11,7 @@ from skewgate.common import mlflow_conventions as conv
 from skewgate.common import mlflow_log
 from skewgate.common.errors import Inconsistent, InputError, Rejected, Unreachable
 from skewgate.common.io import sha256_file
+from skewgate.common.step_details import PromoteDetails
 from skewgate.common.verdict import Check, Subject, Verdict
 from tests.support.promotion_log import read_promotion_log
 
@@ -176,8 +177,10 @@ def test_a_created_run_that_a_search_cannot_find_is_inconsistent():
 
 
 @pytest.mark.parametrize("layout", ["bare-folder", "kfp-output-without-suffix", "mlflow-model"])
-def test_fetch_registered_onnx_finds_the_file_by_its_evidence_digest(tracking, tmp_path, tiny_onnx, layout):
-    assert mlflow_log.fetch_registered_onnx(tracking, "digits", "champion", tmp_path / "none") is None
+def test_the_champion_is_read_downloaded_when_asked_and_its_file_found_by_its_evidence_digest(tracking, tmp_path,
+                                                                                            tiny_onnx, layout):
+    champions = mlflow_log.RegistryChampions.of(tracking)
+    assert champions.fetch("digits", "champion", tmp_path / "none") is None
     folder = tmp_path / "upload"
     folder.mkdir()
     if layout == "mlflow-model":  # MLmodel + model.onnx, beside another .onnx that is not the judged one
@@ -186,25 +189,39 @@ def test_fetch_registered_onnx_finds_the_file_by_its_evidence_digest(tracking, t
         (folder / "decoy.onnx").write_bytes(b"not the model")
     else:
         (folder / ("onnx_model" if layout.startswith("kfp") else "tiny.onnx")).write_bytes(tiny_onnx.read_bytes())
+    (tmp_path / "stored").mkdir()
+    (tmp_path / "stored" / "promotion.intoto.jsonl").write_text("{}\n")
     with tracking.step_run("promote", pipeline_run_id=None) as run:
         run.tracking.client.log_artifacts(run.run_id, str(folder), "model")
-        source = run.tracking.client.get_run(run.run_id).info.artifact_uri + "/model"
+        run.tracking.client.log_artifacts(run.run_id, str(tmp_path / "stored"), "attestations/v1")
+        artifacts = run.tracking.client.get_run(run.run_id).info.artifact_uri
     client = tracking.client
     client.create_registered_model("digits")
-    version = client.create_model_version("digits", source, tags={"skewgate.onnx_sha256": sha256_file(tiny_onnx)})
+    version = client.create_model_version("digits", f"{artifacts}/model", tags={
+        conv.ONNX_DIGEST_TAG: sha256_file(tiny_onnx), conv.ATTESTATION_URI_TAG: f"{artifacts}/attestations/v1"})
     client.set_registered_model_alias("digits", "champion", version.version)
-    found = mlflow_log.fetch_registered_onnx(tracking, "digits", "champion", tmp_path / "download")
-    assert found is not None and found.sha256 == sha256_file(tiny_onnx) and str(found.version) == "1"
-    assert found.path.read_bytes() == tiny_onnx.read_bytes()
-    client.set_model_version_tag("digits", "1", "skewgate.onnx_sha256", "0" * 64)
-    with pytest.raises(InputError, match=r"expected a file with sha256 0000"):
-        mlflow_log.fetch_registered_onnx(tracking, "digits", "champion", tmp_path / "again")
+    looked_up = champions.fetch("digits", "champion")
+    assert looked_up is not None and (looked_up.version, looked_up.model_dir, looked_up.attestations_dir) == (
+        "1", None, None)  # nothing downloaded unless asked
+    assert looked_up.label == "digits@champion (version 1)" and looked_up.sha256 == sha256_file(tiny_onnx)
+    found = champions.fetch("digits", "champion", tmp_path / "download", attestations=True)
+    assert found is not None and found.model_dir is not None and found.attestations_dir is not None
+    assert [p.name for p in found.attestations_dir.iterdir()] == ["promotion.intoto.jsonl"]
+    path, digest = conv.find_by_digest(found.model_dir, found.tags, found.uri)
+    assert digest == found.sha256 and path.read_bytes() == tiny_onnx.read_bytes()
+    client.set_model_version_tag("digits", "1", conv.ONNX_DIGEST_TAG, "0" * 64)
+    again = champions.fetch("digits", "champion", tmp_path / "again")
+    assert again is not None and again.model_dir is not None and again.attestations_dir is None
+    with pytest.raises(InputError, match=r"models:/digits/1: skewgate\.onnx_sha256: expected a file with sha256 0000"):
+        conv.find_by_digest(again.model_dir, again.tags, again.uri)
 
 
 def _promote_verdict(status, *, sha="c0ffee" * 10 + "c0ff"):
+    details = PromoteDetails(model_name="m", version="3", alias="champion", promoted=status == "pass",
+                             previous_alias_version=None, reason=f"reason for {status}", outcome_tags_written=True,
+                             int8_version=None)
     return Verdict.from_checks("promote", [Check("evidence.export", passed=status == "pass")],
-                               subject=Subject(artifact="m.onnx", sha256=sha),
-                               details={"version": "3", "reason": f"reason for {status}"})
+                               subject=Subject(artifact="m.onnx", sha256=sha), details=details)
 
 
 def _parent(tracking, job):

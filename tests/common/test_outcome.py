@@ -2,7 +2,9 @@
 
 import pytest
 
+from skewgate.common import mlflow_conventions as conv
 from skewgate.common.outcome import pipeline_outcome, release_outcome, step_outcome
+from skewgate.common.step_details import PromoteDetails
 from skewgate.common.verdict import Check, Subject, Verdict
 
 
@@ -25,6 +27,23 @@ def test_release_outcome(statuses, label, succeeded):
     assert (outcome.label, outcome.succeeded) == (label, succeeded)
     assert outcome.metrics["gate.promoted"] == float(label == "promoted")
     assert outcome.metrics["steps.error"] == sum(st == "error" for st in statuses.values())
+
+
+@pytest.mark.parametrize(("status", "label"), [("pass", "promoted"), ("fail", "blocked")])
+def test_the_release_outcome_names_the_version_promote_decided_about_and_why(status, label):
+    details = PromoteDetails(model_name="m", version="3", alias="champion", promoted=status == "pass",
+                             previous_alias_version="2", reason=f"why it was {label}", outcome_tags_written=True,
+                             int8_version=None)
+    promote = Verdict.from_checks("promote", [Check("evidence.export", passed=status == "pass")],
+                                  subject=Subject(artifact="m", sha256="abc"), details=details)
+    outcome = release_outcome({"export": _verdict("export", "pass"), "promote": promote})
+    assert (outcome.label, outcome.reason, outcome.tags) == (label, f"why it was {label}",
+                                                             {conv.MODEL_VERSION_TAG: "3"})
+
+
+def test_a_promote_that_could_not_decide_names_no_version():
+    outcome = release_outcome({"promote": _verdict("promote", "error")})
+    assert outcome.label == "error" and outcome.tags == {}
 
 
 def test_error_reason_names_the_step_that_could_not_evaluate():

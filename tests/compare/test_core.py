@@ -1,4 +1,5 @@
-"""compare's judgement on real (scikit-learn) models run by ONNX Runtime, champion given as a file."""
+"""compare's judgement on real (scikit-learn) models run by ONNX Runtime, the champion's files given as a folder
+(as the registry's reader downloads them)."""
 
 import numpy as np
 import onnx
@@ -7,7 +8,9 @@ from onnx import numpy_helper
 
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
-from skewgate.compare.core import Champion, Judging, Threshold, compare
+from skewgate.common.mlflow_conventions import ONNX_DIGEST_TAG
+from skewgate.common.registry import Champion
+from skewgate.compare.core import Judging, Threshold, compare
 from skewgate.compare.run import DEFAULT_THRESHOLDS, CompareOptions, parse_thresholds
 from tests.compare import models
 
@@ -16,8 +19,15 @@ def _judging(**changes):
     return CompareOptions(**changes).judging()
 
 
+def _champion(path):
+    """Version 1 of `m@champion`, whose evidence digest is `path`'s, downloaded into `path`'s folder (among other
+    files)."""
+    return Champion(model_name="m", alias="champion", version="1", tags={ONNX_DIGEST_TAG: sha256_file(path)},
+                    model_dir=path.parent)
+
+
 def _compare(candidate, champion, eval_data, *, labels=None, task="auto", slice_key="slices", **options):
-    champ = None if champion is None else Champion(champion, sha256_file(champion), "m@champion (version 1)")
+    champ = None if champion is None else _champion(champion)
     return compare(candidate=candidate, champion=champ, eval_data=eval_data, labels=labels, task=task, output=None,
                    slice_key=slice_key, max_slices=50, judging=_judging(**options))
 
@@ -57,6 +67,15 @@ def test_equal_within_the_interval_passes(digits_models, tmp_path, champion):
     row = next(r for r in verdict.details["table"] if r["slice"] == "(all)" and r["metric"] == "accuracy")
     assert row["ci_low"] <= row["difference"] <= row["ci_high"]
     assert row["ci_high"] >= -0.005
+
+
+def test_a_champion_whose_files_do_not_match_its_evidence_is_not_run(digits_models):
+    built, data, _ = digits_models
+    tampered = Champion(model_name="m", alias="champion", version="1", tags={ONNX_DIGEST_TAG: "0" * 64},
+                        model_dir=built["strong"].parent)
+    with pytest.raises(InputError, match=r"models:/m/1: skewgate\.onnx_sha256: expected a file with sha256 0000"):
+        compare(candidate=built["weak"], champion=tampered, eval_data=data, labels=None, task="auto", output=None,
+                slice_key="slices", max_slices=50, judging=_judging())
 
 
 def test_no_champion_passes_and_says_so(digits_models):
@@ -209,7 +228,7 @@ def test_labels_under_another_name(digits_models, tmp_path):
     np.savez(tmp_path / "eval.npz", x=split.eval_x, y=split.eval_y)
     with pytest.raises(InputError, match=r"eval\.npz: labels: expected a `labels` array of labels .*--labels-key"):
         _compare(built["weak"], built["strong"], tmp_path / "eval.npz")
-    champion = Champion(built["strong"], sha256_file(built["strong"]), "m@champion (version 1)")
+    champion = _champion(built["strong"])
     verdict = compare(candidate=built["weak"], champion=champion, eval_data=tmp_path / "eval.npz", labels=None,
                       task="auto", output=None, slice_key="slices", max_slices=50, judging=_judging(),
                       labels_key="y")

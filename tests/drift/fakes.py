@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from skewgate.common.io import sha256_file
+from skewgate.common.registry import Champion
 from skewgate.drift.run import PROFILE_SHA_TAG, PROFILE_URI_TAG
 
 
@@ -20,7 +21,7 @@ class FakeRegistry:
         self.aliases: dict[str, str] = {}
         self.artifacts: dict[str, Path] = {}
         self.downloads = 0
-        self.reads = 0  # alias and tag lookups: round trips to a remote registry
+        self.reads = 0  # alias lookups: round trips to a remote registry
 
     def add_champion(self, profile: Path, *, version: str = "3", alias: str = "champion",
                      sha256: str | None = None) -> str:
@@ -31,13 +32,15 @@ class FakeRegistry:
         self.aliases[alias] = version
         return version
 
-    def get_alias(self, name: str, alias: str) -> str | None:
+    def fetch(self, name: str, alias: str, workdir: Path | None = None, *,
+              attestations: bool = False) -> Champion | None:
+        """The alias's version and its tags, as MLflow answers one lookup; nightly drift never downloads a
+        model."""
+        assert workdir is None, "nightly drift downloads only the profile its tag names"
         self.reads += 1
-        return self.aliases.get(alias)
-
-    def get_tags(self, name: str, version: str) -> dict[str, str]:
-        self.reads += 1
-        return dict(self.tags[version])
+        version = self.aliases.get(alias)
+        return None if version is None else Champion(model_name=name, alias=alias, version=version,
+                                                     tags=dict(self.tags[version]))
 
     def set_tags(self, name: str, version: str, tags: Mapping[str, str]) -> None:
         self.tags[version].update(tags)

@@ -9,9 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
+from skewgate.common.outcome import pipeline_outcome
 from skewgate.common.recording import TrackingOptions
+from skewgate.common.step_details import NightRecord
 from skewgate.drift.core import make_profile
 from skewgate.drift.run import (
     NIGHTLY_TAG,
@@ -78,10 +81,22 @@ def test_nightly_judges_against_the_champions_profile_and_tags_the_champion(data
     assert "pushgateway" not in verdict.details  # nothing was asked to be pushed
     tags = registry.tags["3"]
     assert tags[NIGHTLY_TAG] == f"{status} {DATE} run run-1"
-    assert (registry.reads, registry.downloads) == (2, 1)  # the champion is looked up once a night
+    assert (registry.reads, registry.downloads) == (1, 1)  # the champion is looked up once a night
     assert len(run.tables["features.json"]) == 9  # every feature, logged to the step run
     assert {name for name, _ in run.artifacts} == {"coverage_heatmap.png", "drift_report.html"}
     assert (tmp_path / "heatmap").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_what_the_pipeline_and_the_nightly_series_read_of_a_night_is_what_it_wrote(data, registry):
+    """The parent run's version tag (`common.outcome`) and MLflow's nightly series (`mlflow_conventions`) read
+    nightly drift's details from common: a field renamed here must fail this, not read nothing."""
+    verdict = night_in_run(None, registry, model_name="m", current=data.drifted, options=NIGHTLY, run_date=DATE)
+    assert NightRecord.of(verdict) == NightRecord(model_version="3", run_date=DATE)
+    assert pipeline_outcome("nightly-drift", {"nightly-drift": verdict}).tags == {conv.MODEL_VERSION_TAG: "3"}
+    assert conv.run_date(verdict) == datetime.fromisoformat(DATE)
+    figures = conv.drift_statistics(verdict)
+    assert figures["drift.mmd2"] == verdict.details["mmd"]["value"]
+    assert {f"drift.feature.{row['feature']}.statistic" for row in verdict.details["features"]} <= figures.keys()
 
 
 def _tagged_elsewhere(registry, data):

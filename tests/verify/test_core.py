@@ -1,6 +1,7 @@
 """verify_champion against stored evidence that is not what a download leaves: FIFOs and links to devices; and
 against model folders whose MLmodel loads something other than the gated bytes."""
 
+import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -9,8 +10,8 @@ import pytest
 import yaml
 
 from skewgate.common.io import sha256_file
-from skewgate.common.mlflow_log import Champion
 from skewgate.common.policy import GatePolicy
+from skewgate.common.registry import Champion
 from skewgate.verify.core import verify_champion
 from tests.common.test_io import deadline
 from tests.promote.fake_registry import FakeRegistry
@@ -32,8 +33,8 @@ def champion(tmp_path, tiny_onnx):
     attestations.mkdir()
     for name, content in registry.attestations[(NAME, "1")].items():
         (attestations / name).write_bytes(content)
-    return Champion(version="1", tags=registry.versions[NAME]["1"], model_dir=model_dir,
-                    attestations_dir=attestations)
+    return Champion(model_name=NAME, alias="champion", version="1", tags=registry.versions[NAME]["1"],
+                    model_dir=model_dir, attestations_dir=attestations)
 
 
 def _mlmodel(data="model.onnx"):
@@ -47,11 +48,16 @@ def _mlmodel(data="model.onnx"):
 
 
 class _Source:
+    """The registry's reader (`ChampionReader`) holding one downloaded champion: what it hands out is what was
+    asked for, files and attestations only when asked."""
+
     def __init__(self, champion):
         self.champion = champion
 
-    def fetch(self, name, alias, workdir):
-        return self.champion
+    def fetch(self, name, alias, workdir=None, *, attestations=False):
+        if workdir is None:
+            return dataclasses.replace(self.champion, model_dir=None, attestations_dir=None)
+        return self.champion if attestations else dataclasses.replace(self.champion, attestations_dir=None)
 
 
 def _verify(champion, tmp_path, *, alias="champion", required=(), bounds=()):
@@ -197,8 +203,8 @@ def test_a_stateful_champion_verifies_with_the_probe_judged_on_the_step_model_it
     stored.mkdir()
     for name, content in registry.attestations[(NAME, "1")].items():
         (stored / name).write_bytes(content)
-    champion = Champion(version="1", tags=registry.versions[NAME]["1"], model_dir=model_dir,
-                        attestations_dir=stored)
+    champion = Champion(model_name=NAME, alias="champion", version="1", tags=registry.versions[NAME]["1"],
+                        model_dir=model_dir, attestations_dir=stored)
     verdict = _verify(champion, tmp_path, required=REQUIRED)
     assert verdict.status == "pass", _failed(verdict)
     assert verdict.check("evidence.probe").passed

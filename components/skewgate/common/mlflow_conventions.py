@@ -20,6 +20,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from skewgate.common.errors import InputError
+from skewgate.common.step_details import NightRecord
 from skewgate.common.verdict import Verdict
 
 PIPELINE_RUN_TAG = "skewgate.pipeline_run_id"
@@ -268,7 +269,9 @@ def drift_night(verdict: Verdict) -> tuple[int, int]:
 
 
 def run_date(verdict: Verdict) -> datetime:
-    for text in (verdict.details.get("run_date"), verdict.created_at):
+    """A nightly verdict's run date (`NightRecord`), else when it was created, else now."""
+    night = NightRecord.of(verdict)
+    for text in (None if night is None else night.run_date, verdict.created_at):
         with contextlib.suppress(TypeError, ValueError):
             when = datetime.fromisoformat(str(text))
             return when if when.tzinfo else when.replace(tzinfo=UTC)

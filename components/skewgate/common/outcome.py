@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from skewgate.common import mlflow_conventions as conv
+from skewgate.common.step_details import NightRecord, PromoteDetails
 from skewgate.common.verdict import Verdict
 
 # release gate: promoted | blocked | error; nightly drift: pass | drift | error; one CLI step: its status
@@ -46,16 +47,13 @@ def release_outcome(verdicts: Mapping[str, Verdict], *, final_state: str = "", f
     digest = (promote.subject.sha256 if promote is not None and promote.subject is not None
               else export.subject.sha256 if export is not None and export.subject is not None else "")
     metrics = _step_metrics(verdicts) | {"gate.promoted": float(promote is not None and promote.status == "pass")}
-    tags = {}
-    if promote is not None and "version" in promote.details:
-        tags[conv.MODEL_VERSION_TAG] = str(promote.details["version"])
+    decided = None if promote is None else PromoteDetails.of(promote)
+    tags = {} if decided is None else {conv.MODEL_VERSION_TAG: decided.version}
     candidate = candidate_of(verdicts, prefer=("export", "promote"))
-    if promote is not None and promote.status == "pass":
-        return Outcome("promoted", True, str(promote.details.get("reason", promote.message)), digest, metrics, tags,
-                       candidate)
-    if promote is not None and promote.status == "fail":
-        return Outcome("blocked", False, str(promote.details.get("reason", promote.message)), digest, metrics, tags,
-                       candidate)
+    if promote is not None and promote.status in ("pass", "fail"):
+        reason = promote.message if decided is None else decided.reason
+        return Outcome("promoted" if promote.status == "pass" else "blocked", promote.status == "pass", reason,
+                       digest, metrics, tags, candidate)
     return Outcome("error", False, _error_reason(verdicts, "promote", final_state, final_error), digest, metrics,
                    tags, candidate)
 
@@ -69,8 +67,8 @@ def nightly_outcome(verdicts: Mapping[str, Verdict], *, final_state: str = "", f
         return Outcome("error", False, _error_reason(verdicts, "nightly-drift", final_state, final_error),
                        metrics=metrics, candidate=candidate)
     digest = verdict.subject.sha256 if verdict.subject is not None else ""
-    tags = {conv.MODEL_VERSION_TAG: str(verdict.details["model_version"])} if "model_version" in verdict.details \
-        else {}
+    night = NightRecord.of(verdict)
+    tags = {} if night is None else {conv.MODEL_VERSION_TAG: night.model_version}
     label: Label = "drift" if verdict.status == "fail" else "pass"
     return Outcome(label, label == "pass", verdict.message, digest, metrics, tags, candidate)
 

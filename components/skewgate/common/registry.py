@@ -1,19 +1,59 @@
-"""What the steps need of a model registry, as a protocol: MLflow's (`mlflow_log.MlflowRegistry`) in production,
-an in-memory fake in unit tests. Promote writes through it; nightly drift and compare read the champion."""
+"""What the steps need of a model registry, as protocols: MLflow's (`mlflow_log.RegistryChampions`,
+`mlflow_log.MlflowRegistry`) in production, in-memory fakes in unit tests. Promote writes through `Registry`;
+verify, compare and nightly drift read the champion (`Champion`) through `ChampionReader`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from skewgate.common.mlflow_conventions import ONNX_DIGEST_TAG
+
+
+@dataclass(frozen=True, kw_only=True)
+class Champion:
+    """The version `alias` points at: its number and tags (promote's evidence: the gated digest, the drift
+    profile, the attestations' URI) and, when it was downloaded, its MLflow Model folder and the promote run's
+    stored attestations (`attestations/v<N>`; None when no tag names them)."""
+
+    model_name: str
+    alias: str
+    version: str
+    tags: Mapping[str, str]
+    model_dir: Path | None = None
+    attestations_dir: Path | None = None
+
+    @property
+    def uri(self) -> str:
+        """The version's `models:/` URI, by number: what the alias pointed at when it was read."""
+        return f"models:/{self.model_name}/{self.version}"
+
+    @property
+    def label(self) -> str:
+        """For humans: `digits-cnn@champion (version 3)`."""
+        return f"{self.model_name}@{self.alias} (version {self.version})"
+
+    @property
+    def sha256(self) -> str:
+        """The digest promote gated (`skewgate.onnx_sha256`); empty when the version has none."""
+        return self.tags.get(ONNX_DIGEST_TAG, "")
+
+    def files(self) -> Path:
+        """`model_dir`; a `ValueError` when the reader did not download it (it was asked to, with a `workdir`)."""
+        if self.model_dir is None:
+            raise ValueError(f"{self.label} was looked up, not downloaded")
+        return self.model_dir
+
 
 class ChampionReader(Protocol):
-    """Read-only: the version an alias points at, its tags, and an artifact by the URI a tag records. Nightly
-    drift reads the champion's reference profile through it (`mlflow_log.MlflowRegistry` in production)."""
+    """Read-only: what an alias points at (None when the model or the alias does not exist), downloaded into
+    `workdir` when one is given (`workdir/model`, and with `attestations` the stored attestations into
+    `workdir/attestations`), and an artifact by the URI a tag records (nightly drift's reference profile)."""
 
-    def get_alias(self, name: str, alias: str) -> str | None: ...
-    def get_tags(self, name: str, version: str) -> dict[str, str]: ...
+    def fetch(self, name: str, alias: str, workdir: Path | None = None, *,
+              attestations: bool = False) -> Champion | None: ...
     def download(self, artifact_uri: str, directory: Path) -> Path: ...
 
 

@@ -5,7 +5,8 @@ MAE and RMSE for regression outputs): an optional absolute floor, and a maximum 
 (absolute and relative, as MLflow's `MetricThreshold`) called only when the whole paired-bootstrap interval of
 the difference lies beyond it. Churn (share of samples whose top-1 changes) is reported and optionally gated.
 With a `slices` array the same is judged per slice and the worst slice is named. No champion: `pass`, with a
-check that says there was nothing to compare against.
+check that says there was nothing to compare against. Of the champion's downloaded files, only the one that
+matches its evidence digest is run (`onnx_file`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.registry import Champion
 from skewgate.common.runtime import run_by_name, session
 from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
 from skewgate.compare.scoring.metrics import (
@@ -54,16 +57,6 @@ class Threshold:
         if self.max_relative_regression is not None:
             limits.append(self.max_relative_regression * abs(champion_value))
         return min(limits, default=0.0)
-
-
-@dataclass(frozen=True)
-class Champion:
-    """The champion's ONNX file, already matched to the digest its registry evidence records."""
-
-    path: Path
-    sha256: str
-    label: str  # for humans: "digits-cnn@champion (version 3)"
-    version: str | None = None  # the registered version, when it came from the registry
 
 
 @dataclass(frozen=True)
@@ -113,7 +106,9 @@ class LabelsOrigin:
 def compare(*, candidate: str | Path, champion: Champion | None, eval_data: str | Path, labels: str | Path | None,
             task: TaskChoice, output: str | None, slice_key: str, max_slices: int, judging: Judging,
             labels_key: str = "labels") -> Verdict:
-    """Judge `candidate` against `champion` on `eval_data` (labels from `labels`, or its `labels_key` array)."""
+    """Judge `candidate` against `champion` (downloaded) on `eval_data` (labels from `labels`, or its
+    `labels_key` array)."""
+    champion_file = None if champion is None else onnx_file(champion)  # before any work: it may not match
     candidate, eval_data = Path(candidate), Path(eval_data)
     arrays = load_npz(eval_data)
     targets, labels_sha, origin = _labels(arrays, eval_data, labels, labels_key)
@@ -123,11 +118,11 @@ def compare(*, candidate: str | Path, champion: Champion | None, eval_data: str 
     data = {"eval": sha256_file(eval_data), **({"labels": labels_sha} if labels_sha else {})}
     subject = Subject(artifact=str(candidate), sha256=sha256_file(candidate), data=data)
     theirs = None
-    if champion is None:
+    if champion is None or champion_file is None:
         checks = [Check("champion", passed=True, detail="no model version carries the alias: first promotion, "
                                                         "nothing to compare against")]
     else:
-        theirs = _predict(champion.path, eval_data, output, len(targets), origin)
+        theirs = _predict(champion_file, eval_data, output, len(targets), origin)
         if theirs.shape != ours.shape:
             raise InputError(champion.label, field="output", expected=f"the candidate's output shape {ours.shape}",
                              found=f"shape {theirs.shape}: the champion answers a different question")
@@ -154,6 +149,13 @@ def compare(*, candidate: str | Path, champion: Champion | None, eval_data: str 
         verdict = dataclasses.replace(verdict, message=f"{verdict.message}; worst slice {worst['slice']!r} "
                                                        f"({worst['metric']} {worst['candidate']:.4g})")
     return verdict
+
+
+def onnx_file(champion: Champion) -> Path:
+    """The champion's ONNX file among its downloaded files: the one whose SHA-256 is its evidence digest
+    (`champion.sha256`); an `InputError` naming the version when none is."""
+    path, _ = conv.find_by_digest(champion.files(), champion.tags, champion.uri)
+    return path
 
 
 def _json_safe(row: dict[str, Any]) -> dict[str, Any]:

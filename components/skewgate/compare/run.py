@@ -1,5 +1,5 @@
-"""The one entry the CLI and the KFP component call: fetch the champion from the registry (matched to its
-evidence), judge the candidate against it, and publish the champion-vs-candidate table (Markdown, escaped)."""
+"""The one entry the CLI and the KFP component call: fetch the champion from the registry, judge the candidate
+against it (its file matched to its evidence), and publish the champion-vs-candidate table (Markdown, escaped)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from skewgate.common.publishing import publish, write_text
 from skewgate.common.recording import TrackingOptions, evaluate_and_record
 from skewgate.common.steps import DEFAULT_ALIAS
 from skewgate.common.verdict import Verdict
-from skewgate.compare.core import STEP, Champion, Judging, TaskChoice, Threshold, compare
+from skewgate.compare.core import STEP, Judging, TaskChoice, Threshold, compare
 
 if TYPE_CHECKING:
     from skewgate.common.mlflow_log import StepRun
@@ -128,24 +128,21 @@ def run(*, onnx: str | Path, model_name: str, eval_data: str | Path, options: Co
 
 def _judge_in_run(run: StepRun | None, *, onnx: str | Path, model_name: str, eval_data: str | Path,
                   labels: str | Path | None, options: CompareOptions, markdown: str | Path | None) -> Verdict:
-    from skewgate.common.mlflow_log import fetch_registered_onnx
+    from skewgate.common.mlflow_log import RegistryChampions
 
     judging = options.judging()
     if run is None:
         raise InputError("--tracking-uri", expected="an MLflow tracking URI (the champion lives in the registry)",
                          found="none (set --tracking-uri or MLFLOW_TRACKING_URI)")
     with tempfile.TemporaryDirectory() as tmp:
-        registered = fetch_registered_onnx(run.tracking, model_name, options.alias, Path(tmp))
-        champion = None if registered is None else Champion(
-            path=registered.path, sha256=registered.sha256, version=registered.version,
-            label=f"{model_name}@{options.alias} (version {registered.version})")
+        champion = RegistryChampions.of(run.tracking).fetch(model_name, options.alias, Path(tmp))
         verdict = compare(candidate=onnx, champion=champion, eval_data=eval_data, labels=labels, task=options.task,
                           output=options.output, slice_key=options.slice_key, max_slices=options.max_slices,
                           judging=judging, labels_key=options.labels_key)
-        if registered is not None:
+        if champion is not None:  # judged against: its file had the digest of its evidence
             verdict = dataclasses.replace(verdict, registry_tags={
-                conv.COMPARE_CHAMPION_VERSION_TAG: registered.version,
-                conv.COMPARE_CHAMPION_SHA_TAG: registered.sha256})
+                conv.COMPARE_CHAMPION_VERSION_TAG: champion.version,
+                conv.COMPARE_CHAMPION_SHA_TAG: champion.sha256})
         # the table always reaches MLflow as comparison.md, and `markdown` too when asked (the KFP UI's output)
         final = verdict
         publish(run, tables={"comparison.json": list(verdict.details["table"])},

@@ -25,7 +25,7 @@ from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import BackendError, InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.recording import TrackingOptions, evaluate_and_record
-from skewgate.common.registry import ChampionReader
+from skewgate.common.registry import Champion, ChampionReader
 from skewgate.common.steps import DEFAULT_ALIAS
 from skewgate.common.verdict import Verdict
 from skewgate.drift.stats.categories import MIN_EXPECTED, SELECTION_SHARE
@@ -109,15 +109,6 @@ class NightlyRegistry(ChampionReader, Protocol):
     """What the nightly run needs of the registry: read the champion, and tag it with the night's result."""
 
     def set_tags(self, name: str, version: str, tags: Mapping[str, str]) -> None: ...
-
-
-@dataclass(frozen=True)
-class Champion:
-    """The `alias` version of a registered model and its tags (which hold the drift profile's URI and digest)."""
-
-    model_name: str
-    version: str
-    tags: Mapping[str, str]
 
 
 def run(*, reference: str | Path, current: str | Path, options: DriftOptions, tracking: TrackingOptions,
@@ -208,15 +199,15 @@ def require_tracking(step_run: StepRun | None) -> StepRun:
 
 
 def champion(registry: ChampionReader, *, model_name: str, alias: str) -> Champion:
-    """The `alias` version, which must carry a drift profile (recorded at promotion)."""
-    version = registry.get_alias(model_name, alias)
-    if version is None:
+    """The `alias` version (looked up, not downloaded), which must carry a drift profile (recorded at
+    promotion)."""
+    found = registry.fetch(model_name, alias)
+    if found is None:
         raise InputError(model_name, field=f"@{alias}", expected="a model version with this alias", found="none")
-    tags = registry.get_tags(model_name, version)
-    if PROFILE_URI_TAG not in tags:
-        raise InputError(f"{model_name} v{version}", field=PROFILE_URI_TAG,
+    if PROFILE_URI_TAG not in found.tags:
+        raise InputError(f"{model_name} v{found.version}", field=PROFILE_URI_TAG,
                          expected="a drift profile recorded at promotion", found="no such tag")
-    return Champion(model_name=model_name, version=version, tags=tags)
+    return found
 
 
 def _check_profile(path: str | Path, found: Champion) -> None:
@@ -320,10 +311,10 @@ def plan_nightly(*, model_name: str, snapshot: str, profile_out: str | Path, opt
     from skewgate.drift.stats.source import open_source
 
     if registry is None:
-        from skewgate.common.mlflow_log import MlflowRegistry, StepRun, connect
+        from skewgate.common.mlflow_log import RegistryChampions, connect
 
-        connection = connect(tracking.uri, experiment=tracking.experiment, deadline_s=tracking.deadline_s)
-        registry = MlflowRegistry(StepRun(connection, "", "nightly-drift-plan"))
+        registry = RegistryChampions.of(connect(tracking.uri, experiment=tracking.experiment,
+                                                deadline_s=tracking.deadline_s))
     with tempfile.TemporaryDirectory() as tmp:
         _, path = fetch_profile(registry, model_name=model_name, alias=options.alias, directory=Path(tmp))
         shutil.copyfile(path, profile_out)

@@ -39,6 +39,7 @@ from skewgate.common.errors import BackendError, Inconsistent, InputError, check
 from skewgate.common.io import load_onnx, sha256_file
 from skewgate.common.policy import GatePolicy
 from skewgate.common.registry import Registry
+from skewgate.common.step_details import PromoteDetails  # in common: a pipeline's outcome reads it back
 from skewgate.common.verdict import Check, Subject, Verdict, plain_details
 
 log = logging.getLogger(__name__)
@@ -110,26 +111,6 @@ class Policy:
     def describe(self) -> dict[str, Any]:
         return {**self.gates.describe(), "trusted_keys": sorted(self.trusted_keys or {}),
                 "allow_unsigned": self.allow_unsigned, "pipeline_run_id": self.pipeline_run_id}
-
-
-@dataclass(frozen=True)
-class PromoteDetails:
-    """promote's `details`: what was decided about which version (`common.outcome` reads `version` and
-    `reason`)."""
-
-    model_name: str
-    version: str
-    alias: str
-    promoted: bool
-    previous_alias_version: str | None
-    reason: str
-    outcome_tags_written: bool
-    int8_version: str | None
-    step_version: str | None = None  # `<model_name>-step`'s version, for a stateful model
-    policy: Mapping[str, Any] = field(default_factory=dict)  # `Policy.describe()`
-    outcome: str = ""  # promoted | refused | lost | error: what the alias read back showed
-    alias_version: str | None = None  # the version the alias held when this promotion settled
-    log_written: bool = True
 
 
 def load_evidence(directory: str | Path) -> dict[str, Evidence]:

@@ -14,14 +14,13 @@ from __future__ import annotations
 import hashlib
 import posixpath
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from skewgate.common import attest
-from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import InputError
 from skewgate.common.io import read_regular_file, sha256_file
-from skewgate.common.mlflow_log import Champion
 from skewgate.common.policy import GatePolicy
+from skewgate.common.registry import Champion, ChampionReader
 from skewgate.common.verdict import Check, Subject, Verdict
 
 STEP = "verify"
@@ -32,13 +31,7 @@ FLAVOURS = frozenset({"onnx", "python_function"})
 MODEL_SUFFIXES = (".onnx", ".data")  # a model file, or ONNX external data
 
 
-class ChampionSource(Protocol):
-    """Where the champion comes from (the MLflow registry in production)."""
-
-    def fetch(self, name: str, alias: str, workdir: Path) -> Champion | None: ...
-
-
-def verify_champion(*, model_name: str, alias: str, source: ChampionSource, trusted: dict[str, Any],
+def verify_champion(*, model_name: str, alias: str, source: ChampionReader, trusted: dict[str, Any],
                     workdir: Path, gates: GatePolicy) -> Verdict:
     """The verdict on `model_name@alias` under verify's own policy `gates`: the signed decision must have required
     at least its steps, and every stored verdict (of those and of every step the decision required) must meet
@@ -46,14 +39,14 @@ def verify_champion(*, model_name: str, alias: str, source: ChampionSource, trus
     required = gates.required
     if not trusted:
         raise InputError("--trusted-key", expected="at least one trusted public key", found="none")
-    champion = source.fetch(model_name, alias, workdir)
+    champion = source.fetch(model_name, alias, workdir, attestations=True)
     if champion is None:
         return Verdict.from_checks(STEP, [Check("champion.resolved", passed=False,
                                                 detail=f"{model_name} has no alias {alias!r}")], subject=None)
-    expected = champion.tags.get(conv.ONNX_DIGEST_TAG, "")
+    expected = champion.sha256
     checks = [Check("champion.resolved", passed=True, detail=f"{alias} → version {champion.version}"),
-              *served_file_checks(champion.model_dir, expected)]
-    subject = Subject(artifact=f"models:/{model_name}/{champion.version}", sha256=expected or "0" * 64)
+              *served_file_checks(champion.files(), expected)]
+    subject = Subject(artifact=champion.uri, sha256=expected or "0" * 64)
     if champion.attestations_dir is None:
         checks.append(Check("attestation.promotion", passed=False, detail="no skewgate.attestation.uri tag"))
         return Verdict.from_checks(STEP, checks, subject=subject)

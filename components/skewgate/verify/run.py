@@ -46,7 +46,7 @@ def run(*, model_name: str, options: VerifyOptions, tracking: TrackingOptions) -
         trusted = attest.load_trusted_keys(attest.trusted_key_paths(options.trusted_keys))
         if not tracking.uri:
             raise SkewgateError("no registry: set --tracking-uri or MLFLOW_TRACKING_URI")
-        source = mlflow_log.RegistryChampions(tracking.uri, deadline_s=tracking.deadline_s)
+        source = mlflow_log.RegistryChampions.connect(tracking.uri, deadline_s=tracking.deadline_s)
         with tempfile.TemporaryDirectory() as workdir:
             return verify_champion(model_name=model_name, alias=options.alias, source=source, trusted=trusted,
                                    workdir=Path(workdir), gates=gates)

@@ -1,8 +1,8 @@
 """Everything skewgate says to MLflow: tracking (parent run per pipeline run, ended with the run's outcome by
 `finish_pipeline_run`; nested run per step; nightly drift as a series over nights) and the model registry
-(versions, evidence tags, aliases, the promotion log). The only package that imports mlflow — `_client` (errors
-and deadlines), `tracking`, `registry`, `models` — and whose names are all here; what is written, by name and
-shape, is in `mlflow_conventions` (pure).
+(versions, evidence tags, aliases, the promotion log; what an alias points at, read). The only package that
+imports mlflow — `_client` (errors and deadlines), `tracking`, `registry`, `champions`, `models` — and whose names
+are all here; what is written, by name and shape, is in `mlflow_conventions` (pure).
 
 Conventions (DESIGN.md): one experiment per registered model; metrics are `<step>.<check>`; the verdict JSON
 and the tensor-stats table are artifacts of the step run. Works the same against `sqlite:///…` (the embedded
@@ -15,17 +15,12 @@ and skewgate's own errors (a logged verdict that does not parse: `InputError`) p
 """
 
 from skewgate.common.mlflow_log._client import http_defaults, retry_until
+from skewgate.common.mlflow_log.champions import RegistryChampions, alias_version
 from skewgate.common.mlflow_log.models import load_pytorch_model, onnx_external_data, onnx_signature
 from skewgate.common.mlflow_log.registry import (
     STALE_RUN_AFTER_S,
-    Champion,
     MlflowRegistry,
-    RegisteredOnnx,
-    RegistryChampions,
-    alias_version,
-    download_alias,
     end_stale_runs,
-    fetch_registered_onnx,
     process_gone,
     process_identity,
 )
@@ -39,9 +34,7 @@ from skewgate.common.mlflow_log.tracking import (
 )
 
 __all__ = [
-    "STALE_RUN_AFTER_S", "Champion", "MlflowRegistry", "RegisteredOnnx", "RegistryChampions",
-    "StepRun", "Tracking", "alias_version", "connect", "download_alias", "end_stale_runs",
-    "fetch_registered_onnx", "finish_pipeline_run", "http_defaults", "load_pytorch_model", "log_drift_night",
-    "onnx_external_data", "onnx_signature", "process_gone", "process_identity", "retry_until",
-    "runs_table_link",
+    "STALE_RUN_AFTER_S", "MlflowRegistry", "RegistryChampions", "StepRun", "Tracking", "alias_version", "connect",
+    "end_stale_runs", "finish_pipeline_run", "http_defaults", "load_pytorch_model", "log_drift_night",
+    "onnx_external_data", "onnx_signature", "process_gone", "process_identity", "retry_until", "runs_table_link",
 ]

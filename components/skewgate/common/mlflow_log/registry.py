@@ -1,6 +1,6 @@
-"""The model registry: promote's side (`MlflowRegistry`: versions, tags, attestations, aliases, the promotion
-log, and the contention between promotions of one alias: announced runs, stale RUNNING runs ended), what an alias
-points at downloaded (`RegistryChampions`, `fetch_registered_onnx`)."""
+"""The model registry, promote's side (`MlflowRegistry`: versions, tags, attestations, aliases, the promotion
+log, and the contention between promotions of one alias: announced runs, stale RUNNING runs ended). What an alias
+points at is read by `champions.RegistryChampions`, which `MlflowRegistry` extends."""
 
 from __future__ import annotations
 
@@ -10,27 +10,23 @@ import os
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import BackendError, Inconsistent, InputError, Rejected
-from skewgate.common.steps import DEFAULT_ALIAS
-from skewgate.common.strict_json import SHA256_HEX
-
-if TYPE_CHECKING:
-    from mlflow import MlflowClient
-
-from skewgate.common.mlflow_log._client import _mapped, _or_none, http_defaults, retry_until
+from skewgate.common.mlflow_log._client import _or_none
+from skewgate.common.mlflow_log.champions import RegistryChampions
 from skewgate.common.mlflow_log.models import _pinned_requirements, onnx_external_data, onnx_signature
 from skewgate.common.mlflow_log.tracking import StepRun, Tracking
+from skewgate.common.steps import DEFAULT_ALIAS
+from skewgate.common.strict_json import SHA256_HEX
 
 log = logging.getLogger(__name__)
 
 
-class MlflowRegistry:
-    """The MLflow model registry behind the `Registry` protocol (common/registry.py).
+class MlflowRegistry(RegistryChampions):
+    """The MLflow model registry behind the `Registry` protocol (common/registry.py), and a `ChampionReader`.
 
     A version is an MLflow Model (the `mlflow.onnx` flavour: signature from the ONNX graph, dynamic batch as -1,
     an input example when one is given, pinned requirements) whose `model.onnx` holds the gated bytes, so that
@@ -39,9 +35,9 @@ class MlflowRegistry:
     """
 
     def __init__(self, step_run: StepRun, *, input_example: Mapping[str, Any] | None = None) -> None:
+        super().__init__(step_run.tracking.uri, step_run.tracking.client)
         self.run = step_run
         self.tracking = step_run.tracking
-        self.client = step_run.tracking.client
         self.input_example = dict(input_example) if input_example else None
         self._alias = ""
 
@@ -122,7 +118,8 @@ class MlflowRegistry:
                 self.client.set_model_version_tag(name, version, key, value)
 
     def get_alias(self, name: str, alias: str) -> str | None:
-        return alias_version(self.tracking, name, alias)
+        found = self.fetch(name, alias)
+        return None if found is None else found.version
 
     def set_alias(self, name: str, alias: str, version: str) -> None:
         with self.tracking.mapped(f"move alias {alias!r} of {name!r} to v{version}"):
@@ -185,10 +182,6 @@ class MlflowRegistry:
                     except (attest.SignatureInvalid, InputError) as err:
                         log.debug("skipped %s of run %s: %s", info.path, run.info.run_id, err)
         return envelopes
-
-    def download(self, artifact_uri: str, directory: Path) -> Path:
-        """Fetch one artifact by URI (as recorded in a tag) into `directory`."""
-        return _download(self.tracking.uri, artifact_uri, directory)
 
     def append_promotion_log(self, name: str, record: Mapping[str, Any]) -> None:
         """One new JSON file per attempt (`promotions/<time>-<id>.json`) in the experiment's promotion-log run,
@@ -255,10 +248,6 @@ class MlflowRegistry:
             with contextlib.suppress(BackendError), self.tracking.mapped("delete a duplicate promotion-log run"):
                 self.client.delete_run(duplicate.info.run_id)
         return str(ordered[0].info.run_id)
-
-
-
-
 
 
 STALE_RUN_AFTER_S = 6 * 3600.0  # a RUNNING run this old whose process cannot be checked is taken as dead
@@ -350,96 +339,3 @@ def end_stale_runs(tracking: Tracking, *, current_run_id: str, pipeline_run_id: 
     except BackendError as err:
         log.warning("runs left RUNNING not ended: %s", err)
     return ended
-
-
-@dataclass(frozen=True)
-class Champion:
-    """A registered version as downloaded: its tags, its MLflow Model folder, and its stored attestations."""
-
-    version: str
-    tags: dict[str, str]
-    model_dir: Path
-    attestations_dir: Path | None  # `attestations/v<N>` of the promote run, when the version names one
-
-
-class RegistryChampions:
-    """Read-only access to what an alias points at (for `skewgate verify`). Under the deadline and retry policy of
-    every step (`retry_until`): the first registry call is retried until `deadline_s`, each later one times out
-    on its own; nothing is ever written (no experiment, no run)."""
-
-    def __init__(self, uri: str, *, deadline_s: float = 30.0) -> None:
-        http_defaults()
-        from mlflow import MlflowClient
-
-        self.uri = uri
-        self.deadline_s = deadline_s
-        self.client = MlflowClient(tracking_uri=uri, registry_uri=uri)
-
-    def fetch(self, name: str, alias: str, workdir: Path) -> Champion | None:
-        found = retry_until(self.uri, self.deadline_s, lambda: _alias_version(self.client, self.uri, name, alias))
-        if found is None:
-            return None
-        version, tags, model_dir = _download_version(self.client, self.uri, name, found, workdir / "model")
-        attestation_uri = tags.get(conv.ATTESTATION_URI_TAG)
-        attestations = _download(self.uri, attestation_uri, workdir / "attestations") if attestation_uri else None
-        return Champion(version, tags, model_dir, attestations)
-
-
-def download_alias(client: MlflowClient, uri: str, name: str, alias: str, directory: Path
-                   ) -> tuple[str, dict[str, str], Path] | None:
-    """The version `alias` points at: its number, its tags and its artifacts downloaded into `directory`; None
-    when there is no such alias. Downloaded from the version's own artifact location, not `models:/…`, which
-    mlflow resolves against its process-wide registry URI (which need not be this one)."""
-    found = _alias_version(client, uri, name, alias)
-    return None if found is None else _download_version(client, uri, name, found, directory)
-
-
-def _alias_version(client: MlflowClient, uri: str, name: str, alias: str) -> Any:
-    """The `ModelVersion` `alias` points at, or None when the model or the alias does not exist."""
-    return _or_none(uri, f"look up {name}@{alias}", lambda: client.get_model_version_by_alias(name, alias))
-
-
-def _download_version(client: MlflowClient, uri: str, name: str, found: Any, directory: Path
-                      ) -> tuple[str, dict[str, str], Path]:
-    version = str(found.version)
-    with _mapped(uri, f"locate the files of {name!r} v{version}"):
-        source = client.get_model_version_download_uri(name, version)
-    return version, dict(found.tags), _download(uri, str(source), directory)
-
-
-def _download(tracking_uri: str, artifact_uri: str, directory: Path) -> Path:
-    import mlflow.artifacts
-
-    with _mapped(tracking_uri, f"download {artifact_uri}"):
-        return Path(mlflow.artifacts.download_artifacts(artifact_uri=artifact_uri, dst_path=str(directory),
-                                                        tracking_uri=tracking_uri))
-
-
-def alias_version(tracking: Tracking, name: str, alias: str) -> str | None:
-    """The version an alias points at, or None when the model or the alias does not exist."""
-    found = _or_none(tracking.uri, f"look up {name}@{alias}",
-                     lambda: tracking.client.get_model_version_by_alias(name, alias))
-    return None if found is None else str(found.version)
-
-
-@dataclass(frozen=True)
-class RegisteredOnnx:
-    """The ONNX file of one registered version, downloaded and matched to the digest promote recorded."""
-
-    name: str
-    version: str
-    alias: str
-    path: Path
-    sha256: str
-    tags: Mapping[str, str]
-
-
-def fetch_registered_onnx(tracking: Tracking, name: str, alias: str, directory: Path) -> RegisteredOnnx | None:
-    """Download the version `alias` points at and return its ONNX file (found by its evidence digest:
-    `conv.find_by_digest`); None when there is no such alias."""
-    found = download_alias(tracking.client, tracking.uri, name, alias, directory)
-    if found is None:
-        return None
-    version, tags, local = found
-    path, digest = conv.find_by_digest(local, tags, f"models:/{name}/{version}")
-    return RegisteredOnnx(name=name, version=version, alias=alias, path=path, sha256=digest, tags=tags)
