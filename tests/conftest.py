@@ -10,6 +10,9 @@ import pytest
 
 # Where `make triton` puts tritonserver; the Makefile exports the same default.
 os.environ.setdefault("SKEWGATE_TRITON_HOME", str(Path(__file__).resolve().parents[1] / ".triton"))
+# Tests talk to 127.0.0.1 only: no MLflow telemetry from the tests' own imports of mlflow, the `mlflow server`s they
+# start, or the CLI and KFP steps they run (children inherit it).
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 
 @pytest.fixture(scope="session")

@@ -428,3 +428,23 @@ def test_step_settings_are_logged_as_params(tracking):
     with tracking.step_run("export", pipeline_run_id="job-params") as run:
         assert run.log_settings(Options()) == {"max_samples": "64", "allow_pickle": "false"}
     assert tracking.client.get_run(run.run_id).data.params == {"max_samples": "64", "allow_pickle": "false"}
+
+
+@pytest.mark.parametrize("given, expected", [
+    pytest.param(None, "true", id="unset-is-off"),
+    pytest.param("false", "false", id="the-user-opted-in"),
+])
+def test_mlflow_telemetry_is_off_unless_the_user_opted_in(given, expected):
+    """MLflow phones a public endpoint from every process that imports it; skewgate's processes (steps in a
+    cluster, CI) must not, so importing the package that wraps mlflow turns it off before mlflow is imported."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_DISABLE_TELEMETRY"}
+    if given is not None:
+        env["MLFLOW_DISABLE_TELEMETRY"] = given
+    code = ("import skewgate.common.mlflow_log, os, mlflow.telemetry.utils as t; "
+            "print(os.environ['MLFLOW_DISABLE_TELEMETRY'], t.MLFLOW_DISABLE_TELEMETRY.get())")
+    found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert found.stdout.split() == [expected, str(expected == "true")]

@@ -22,6 +22,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# MLflow sends usage telemetry to a public endpoint from every process that imports it, unless told not to. A gate
+# runs inside clusters and CI without egress and must not phone home (its background client has also been seen to
+# fail a request it races with), so it is off unless the user opted in by setting the variable (mlflow is imported
+# only inside this package, after this line).
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 T = TypeVar("T")
 
