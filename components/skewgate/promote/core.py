@@ -40,7 +40,7 @@ from skewgate.common.io import load_onnx, sha256_file
 from skewgate.common.policy import GatePolicy
 from skewgate.common.registry import Registry
 from skewgate.common.step_details import PromoteDetails  # in common: a pipeline's outcome reads it back
-from skewgate.common.verdict import Check, Subject, Verdict, plain_details
+from skewgate.common.verdict import Check, Status, Subject, Verdict, plain_details
 
 log = logging.getLogger(__name__)
 STEP = "promote"
@@ -231,6 +231,55 @@ def promote(
     probe's verdict must be about that file, and parity's must have judged it in stream mode against the promoted
     (FULL) one; it is registered beside as `<model_name>-step` the same way as the INT8 model.
     """
+    inputs = _read_inputs(model_name=model_name, alias=alias, onnx=onnx, verdicts_dir=verdicts_dir, policy=policy,
+                          int8=int8, step=step)
+    if version is not None:
+        _require_version(registry, model_name, version)
+    checks = _evidence_checks(registry, inputs)
+    registry.announce(model_name, alias)  # a contender from here on (see "Contention" above)
+    if version is None:
+        version = (registry.find_version(model_name, inputs.sha)
+                   or registry.register(model_name, inputs.onnx, inputs.sha))
+    else:
+        checks.append(_same_artifact_check(registry, model_name, version, inputs.sha))
+    decision = Verdict.from_checks(STEP, checks, subject=Subject(artifact=str(inputs.onnx), sha256=inputs.sha))
+    promoted = decision.status == "pass"
+    previous = registry.get_alias(model_name, alias)
+    # Refusing the very file the alias serves must not relabel the champion: its evidence stays as it was.
+    protected = not promoted and previous == version
+    attestation_uri = "" if protected else _record_evidence(registry, inputs, version, decision, signing_key)
+    result = (_take_alias(registry, inputs, version, previous, attestation_uri) if promoted else
+              _Result(outcome="refused", status=decision.status, reason=_reason(decision), previous=previous,
+                      holder=previous))
+    log_written = _log_promotion(registry, inputs, version, result, promoted=promoted)
+    outcome_written = protected or _write_outcome(registry, model_name, version, result.won, result.reason,
+                                                  description(inputs.evidence, decision, policy,
+                                                              outcome=result.outcome))
+    log.info("%s v%s: %s (%s)", model_name, version, result.outcome, result.reason)
+    return _verdict(inputs, version, decision, result, outcome_written=outcome_written, log_written=log_written)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Inputs:
+    """A promotion's inputs, validated and read (every file whole and once) before the registry is touched."""
+
+    model_name: str
+    alias: str
+    onnx: Path
+    sha: str  # of `onnx`
+    evidence: Mapping[str, Evidence]
+    companions: tuple[Companion, ...]  # the INT8 and STEP models given
+    policy: Policy
+
+    @property
+    def step_sha(self) -> str | None:
+        """The STEP model's digest, when one is given: the file the steps of `SERVED_BY` judge."""
+        return next((c.sha256 for c in self.companions if c.suffix == STEP_SUFFIX), None)
+
+
+def _read_inputs(*, model_name: str, alias: str, onnx: str | Path, verdicts_dir: str | Path, policy: Policy,
+                 int8: str | Path | None, step: str | Path | None) -> _Inputs:
+    """The target names by MLflow's rules, the models and the evidence: an `InputError` for any bad one."""
     validate_target(model_name, alias)
     companions: list[Companion] = []
     for suffix, path, folder in ((INT8_SUFFIX, int8, "model-int8"), (STEP_SUFFIX, step, "model-step")):
@@ -242,91 +291,134 @@ def promote(
     load_onnx(onnx)  # a truncated or non-ONNX file is bad input, not a refusal
     sha = sha256_file(onnx)
     evidence = load_evidence(verdicts_dir)
-    if version is not None:
-        if not registry.model_exists(model_name):
-            raise InputError("--model-name", field=model_name, expected="a registered model",
-                             found="no such registered model")
-        if not registry.version_exists(model_name, version):
-            raise InputError("--version", field=version, expected=f"a version of {model_name}",
-                             found="no such version")
+    return _Inputs(model_name=model_name, alias=alias, onnx=onnx, sha=sha, evidence=evidence,
+                   companions=tuple(companions), policy=policy)
+
+
+def _require_version(registry: Registry, model_name: str, version: str) -> None:
+    """A version given is an input: an `InputError` when the model or the version does not exist."""
+    if not registry.model_exists(model_name):
+        raise InputError("--model-name", field=model_name, expected="a registered model",
+                         found="no such registered model")
+    if not registry.version_exists(model_name, version):
+        raise InputError("--version", field=version, expected=f"a version of {model_name}",
+                         found="no such version")
+
+
+def _evidence_checks(registry: Registry, inputs: _Inputs) -> list[Check]:
+    """`decide`'s checks, then one per companion: it is the file its steps judged."""
+    policy = inputs.policy
     # Unsigned tags are never evidence: only envelopes, and only what a trusted key signed in them, count.
     logged = (registry.logged_verdict_envelopes(policy.pipeline_run_id)
               if policy.pipeline_run_id and policy.trusted_keys else [])
-    step_sha = next((c.sha256 for c in companions if c.suffix == STEP_SUFFIX), None)
-    checks = decide(evidence, artifact_sha256=sha, policy=policy, logged=logged, served_sha256=step_sha)
-    checks += [(int8_check if c.suffix == INT8_SUFFIX else stream_check)(evidence, c.sha256) for c in companions]
-    registry.announce(model_name, alias)  # a contender from here on (see "Contention" above)
-    if version is None:
-        version = registry.find_version(model_name, sha) or registry.register(model_name, onnx, sha)
-    else:
-        registered_sha = registry.get_tags(model_name, version).get(conv.ONNX_DIGEST_TAG)
-        checks.append(Check("registry.same_artifact", passed=registered_sha == sha,
-                            detail=f"version {version} carries sha256 {registered_sha or '(none)'}, file is {sha}"))
-    decision = Verdict.from_checks(STEP, checks, subject=Subject(artifact=str(onnx), sha256=sha))
-    promoted = decision.status == "pass"
-    reason = "all required evidence passed" if promoted else _reason(decision)
-    previous = registry.get_alias(model_name, alias)
-    # Refusing the very file the alias serves must not relabel the champion: its evidence stays as it was.
-    protected = not promoted and previous == version
+    checks = decide(inputs.evidence, artifact_sha256=inputs.sha, policy=policy, logged=logged,
+                    served_sha256=inputs.step_sha)
+    checks += [(int8_check if c.suffix == INT8_SUFFIX else stream_check)(inputs.evidence, c.sha256)
+               for c in inputs.companions]
+    return checks
 
-    if not protected:
-        tags = evidence_tags(evidence, sha, policy.required)
-        tags.update(_attest(registry, model_name, version, evidence, decision, policy, signing_key, alias,
-                            served=step_sha))
-        registry.set_tags(model_name, version, tags)
-        readback = registry.get_tags(model_name, version)
-        # A concurrent promotion of the same file may have stored its own (equally valid) attestations since:
-        # the URI must be there, not necessarily ours.
-        check_read_back(f"registry tags of {model_name} v{version} (alias {alias!r} not moved)", tags, readback,
-                        present_only={ATTESTATION_URI_TAG})
+
+def _same_artifact_check(registry: Registry, model_name: str, version: str, sha: str) -> Check:
+    """A version given must carry the digest of the file to promote."""
+    registered_sha = registry.get_tags(model_name, version).get(conv.ONNX_DIGEST_TAG)
+    return Check("registry.same_artifact", passed=registered_sha == sha,
+                 detail=f"version {version} carries sha256 {registered_sha or '(none)'}, file is {sha}")
+
+
+def _record_evidence(registry: Registry, inputs: _Inputs, version: str, decision: Verdict,
+                     signing_key: attest.SigningKey | None) -> str:
+    """The version's evidence tags and the signed attestations, read back before the alias moves: the URI of
+    the attestations stored."""
+    name, alias = inputs.model_name, inputs.alias
+    tags = evidence_tags(inputs.evidence, inputs.sha, inputs.policy.required)
+    tags.update(_attest(registry, name, version, inputs.evidence, decision, inputs.policy, signing_key, alias,
+                        served=inputs.step_sha))
+    registry.set_tags(name, version, tags)
+    readback = registry.get_tags(name, version)
+    # A concurrent promotion of the same file may have stored its own (equally valid) attestations since:
+    # the URI must be there, not necessarily ours.
+    check_read_back(f"registry tags of {name} v{version} (alias {alias!r} not moved)", tags, readback,
+                    present_only={ATTESTATION_URI_TAG})
+    return tags[ATTESTATION_URI_TAG]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Result:
+    """Where a promotion ended: what the promotion-log record, the outcome tags and the verdict report."""
+
+    outcome: str  # "promoted", "refused", "lost" (the race, to another version) or "error"
+    status: Status  # the verdict's
+    reason: str
+    previous: str | None  # the version the alias held before
+    holder: str | None  # the version it holds after, as read back
+    beside: Mapping[str, str] = field(default_factory=dict)  # suffix → the companion's version
+    checks: tuple[Check, ...] = ()  # the alias's, added to the decision's when it did not end on ours
+
+    @property
+    def won(self) -> bool:
+        return self.outcome == "promoted"
+
+
+def _take_alias(registry: Registry, inputs: _Inputs, version: str, previous: str | None,
+                attestation_uri: str) -> _Result:
+    """The decision passed: register the companions, move the alias and settle it (see "Contention" above),
+    then, when it holds ours, move the companions' aliases."""
+    name, alias = inputs.model_name, inputs.alias
     beside: dict[str, str] = {}  # suffix → the companion's version
-    if promoted:
-        for companion in companions:
-            beside[companion.suffix] = _register_beside(registry, companion, model_name=model_name, version=version,
-                                                        sha=sha, attestation_uri=tags[ATTESTATION_URI_TAG])
-    outcome, holder, status = ("refused", previous, decision.status)
-    if promoted:
-        registry.claim(model_name, alias, version)
-        holder, problem = _contend(registry, model_name, alias, version)
-        if holder == version:
-            outcome = "promoted"
-            for suffix, companion_version in beside.items():
-                # after the FP32 alias: an INT8 or STEP champion never precedes its FP32 one
-                _move_alias(registry, f"{model_name}{suffix}", alias, companion_version)
-        else:
-            outcome, status = ("lost" if holder is not None and not problem else "error"), "error"
-            reason = (f"lost the race to v{holder}: alias {alias!r} of {model_name} holds v{holder}, not "
-                      f"v{version}" if outcome == "lost" else f"alias {alias!r} not moved to v{version}: "
-                      f"{problem or 'it reads back as none'}")
-    won = outcome == "promoted"
-    record = {"at": datetime.now(UTC).isoformat(timespec="milliseconds"), "model": model_name, "version": version,
-              "alias": alias, "sha256": sha, "promoted": won, "outcome": outcome, "reason": reason,
-              "previous": previous, "alias_version": holder,
-              "verdicts": {step: e.verdict.status for step, e in evidence.items()}, "policy": policy.describe()}
-    log_written = True
-    if promoted:  # the alias moved (or was tried): the record must not turn that into an error exit
-        try:
-            registry.append_promotion_log(model_name, record)
-        except BackendError as err:
-            log.warning("promotion-log record of %s v%s not written: %s", model_name, version, err)
-            log_written = False
-    else:
-        registry.append_promotion_log(model_name, record)
-    outcome_written = protected or _write_outcome(registry, model_name, version, won, reason,
-                                                  description(evidence, decision, policy, outcome=outcome))
-    log.info("%s v%s: %s (%s)", model_name, version, outcome, reason)
-    details = PromoteDetails(model_name=model_name, version=version, alias=alias, promoted=won,
-                             previous_alias_version=previous, reason=reason, outcome_tags_written=outcome_written,
-                             int8_version=beside.get(INT8_SUFFIX) if won else None,
-                             step_version=beside.get(STEP_SUFFIX) if won else None, policy=policy.describe(),
-                             outcome=outcome, alias_version=holder, log_written=log_written)
-    final_checks = tuple(decision.checks)
-    if promoted and not won:
-        final_checks = (*final_checks, Check("registry.alias", passed=False, detail=reason))
-    label = {"promoted": "promoted", "refused": "refused", "lost": "lost the race"}.get(outcome, "error")
-    return Verdict(step=STEP, status=status, checks=final_checks, subject=decision.subject,
-                   message=f"{label}: {reason}" if outcome != "lost" else reason, versions=decision.versions,
-                   details=plain_details(details))
+    for companion in inputs.companions:
+        beside[companion.suffix] = _register_beside(registry, companion, model_name=name, version=version,
+                                                    sha=inputs.sha, attestation_uri=attestation_uri)
+    registry.claim(name, alias, version)
+    holder, problem = _contend(registry, name, alias, version)
+    if holder != version:
+        outcome = "lost" if holder is not None and not problem else "error"
+        reason = (f"lost the race to v{holder}: alias {alias!r} of {name} holds v{holder}, not "
+                  f"v{version}" if outcome == "lost" else f"alias {alias!r} not moved to v{version}: "
+                  f"{problem or 'it reads back as none'}")
+        return _Result(outcome=outcome, status="error", reason=reason, previous=previous, holder=holder,
+                       beside=beside, checks=(Check("registry.alias", passed=False, detail=reason),))
+    for suffix, companion_version in beside.items():
+        # after the FP32 alias: an INT8 or STEP champion never precedes its FP32 one
+        _move_alias(registry, f"{name}{suffix}", alias, companion_version)
+    return _Result(outcome="promoted", status="pass", reason="all required evidence passed", previous=previous,
+                   holder=holder, beside=beside)
+
+
+def _log_promotion(registry: Registry, inputs: _Inputs, version: str, result: _Result, *, promoted: bool) -> bool:
+    """Append the promotion-log record, stating what the read-back showed: whether it was written."""
+    record = {"at": datetime.now(UTC).isoformat(timespec="milliseconds"), "model": inputs.model_name,
+              "version": version, "alias": inputs.alias, "sha256": inputs.sha, "promoted": result.won,
+              "outcome": result.outcome, "reason": result.reason, "previous": result.previous,
+              "alias_version": result.holder,
+              "verdicts": {step: e.verdict.status for step, e in inputs.evidence.items()},
+              "policy": inputs.policy.describe()}
+    if not promoted:
+        registry.append_promotion_log(inputs.model_name, record)
+        return True
+    try:  # the alias moved (or was tried): the record must not turn that into an error exit
+        registry.append_promotion_log(inputs.model_name, record)
+    except BackendError as err:
+        log.warning("promotion-log record of %s v%s not written: %s", inputs.model_name, version, err)
+        return False
+    return True
+
+
+def _verdict(inputs: _Inputs, version: str, decision: Verdict, result: _Result, *, outcome_written: bool,
+             log_written: bool) -> Verdict:
+    """Promote's verdict: the decision's checks (and the alias's), the outcome in its message and details."""
+    won = result.won
+    details = PromoteDetails(model_name=inputs.model_name, version=version, alias=inputs.alias, promoted=won,
+                             previous_alias_version=result.previous, reason=result.reason,
+                             outcome_tags_written=outcome_written,
+                             int8_version=result.beside.get(INT8_SUFFIX) if won else None,
+                             step_version=result.beside.get(STEP_SUFFIX) if won else None,
+                             policy=inputs.policy.describe(), outcome=result.outcome, alias_version=result.holder,
+                             log_written=log_written)
+    label = {"promoted": "promoted", "refused": "refused", "lost": "lost the race"}.get(result.outcome, "error")
+    return Verdict(step=STEP, status=result.status, checks=(*decision.checks, *result.checks),
+                   subject=decision.subject,
+                   message=f"{label}: {result.reason}" if result.outcome != "lost" else result.reason,
+                   versions=decision.versions, details=plain_details(details))
 
 
 def int8_check(evidence: Mapping[str, Evidence], int8_sha: str) -> Check:
