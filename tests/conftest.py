@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 from pathlib import Path
 
@@ -37,23 +39,45 @@ def tiny_onnx(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def library_zoo(tmp_path_factory):
-    """library_zoo("resnet18") → (Files, exported .onnx, export verdict), built once per session;
-    `train=True`: the model saved in training mode (its export verdict; the .onnx is not for parity)."""
-    from skewgate.export.core import export_model
-    from tests.library_zoo import save
+    """library_zoo("resnet18") → (Files, exported .onnx, export verdict), built once per test run;
+    `train=True`: the model saved in training mode (its export verdict; the .onnx is not for parity).
 
-    directory = tmp_path_factory.mktemp("library_zoo")
-    cache = {}
+    Exporting a library model costs seconds to tens of seconds, and under pytest-xdist every worker has a session
+    of its own: the files are built once for all workers, in the folder their temporary folders share, under a
+    lock per model; the export verdict is written last, so its presence says the files are complete."""
+    from skewgate.common.verdict import Verdict
+    from skewgate.export.core import export_model
+    from tests.library_zoo import Files, save
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    directory = shared / "library_zoo"
+    directory.mkdir(exist_ok=True)
 
     def get(name, *, train=False):
-        if (name, train) not in cache:
-            files = save(name, directory, train=train)
-            onnx_path = files.pt2.with_suffix(".onnx")
-            verdict = export_model(model=files.pt2, inputs=files.inputs, out=onnx_path)
-            cache[name, train] = (files, onnx_path, verdict)
-        return cache[name, train]
+        # the training-mode variant in a folder of its own: `save` writes the inputs under the model's name
+        folder = directory / "train" if train else directory
+        files = Files(folder / f"{name}{'_train' if train else ''}.pt2", folder / f"{name}.npz")
+        onnx_path, verdict_path = files.pt2.with_suffix(".onnx"), files.pt2.with_suffix(".export.json")
+        with _exclusive(directory / f"{name}{'_train' if train else ''}.lock"):
+            if not verdict_path.exists():
+                save(name, folder, train=train)
+                export_model(model=files.pt2, inputs=files.inputs, out=onnx_path).write(verdict_path)
+        return files, onnx_path, Verdict.read(verdict_path)
 
     return get
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path):
+    """Hold an exclusive lock on `lock_path` (a file created for it) between processes."""
+    with lock_path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")
