@@ -58,7 +58,7 @@ def test_publishes_the_files_and_the_tables_under_their_names(tiny, tmp_path):
 
 
 def test_without_tracking_or_outputs_it_only_judges(tiny):
-    verdict = run(**tiny, options=CalibrateOptions(), tracking=TrackingOptions())
+    verdict = run(**tiny, options=CalibrateOptions(), tracking=TrackingOptions()).verdict
     assert verdict.details["method"] == CalibrateOptions().method
     assert verdict.check("accuracy_drop").limit == CalibrateOptions().max_accuracy_drop
     # what it was judged with: the options, but the names the pictures are logged under
@@ -67,7 +67,7 @@ def test_without_tracking_or_outputs_it_only_judges(tiny):
 
 
 def test_details_are_typed_and_serialise_to_the_same_keys(tiny):
-    verdict = run(**tiny, options=CalibrateOptions(), tracking=TrackingOptions())
+    verdict = run(**tiny, options=CalibrateOptions(), tracking=TrackingOptions()).verdict
     # non_finite_fp32 is left out while no tensor holds ±inf (tests/calibrate/test_core.py has one that does)
     assert {f.name for f in dataclasses.fields(CalibrateDetails)} - {"non_finite_fp32"} == DETAIL_KEYS \
         == set(verdict.details)
@@ -92,13 +92,14 @@ def test_the_cli_defaults_are_the_options_defaults():
 def test_the_cli_goes_through_run_with_its_flags_as_options(monkeypatch, tmp_path):
     from skewgate.calibrate import cli
     from skewgate.cli import main
+    from skewgate.common.recording import StepResult
     from skewgate.common.verdict import Check
 
     calls = []
 
     def recording(**kwargs):
         calls.append(kwargs)
-        return Verdict.from_checks("calibrate", [Check("accuracy_drop", passed=True)], subject=None)
+        return StepResult(Verdict.from_checks("calibrate", [Check("accuracy_drop", passed=True)], subject=None))
 
     monkeypatch.setattr(cli, "run", recording)
     assert main(["calibrate", "--onnx", "m.onnx", "--calibration", "c.npz", "--eval", "e.npz", "--out", "o.onnx",

@@ -2,6 +2,7 @@ import pytest
 from kfp import dsl
 
 from skewgate.common.kfp_io import finish, to_markdown
+from skewgate.common.recording import StepResult
 from skewgate.common.verdict import Check, Subject, Verdict
 
 
@@ -24,16 +25,31 @@ def test_markdown_has_status_and_a_row_per_check():
 def test_finish_writes_all_outputs_and_returns_status(tmp_path):
     outputs = _outputs(tmp_path)
     verdict = Verdict.from_checks("export", [Check("a", passed=True, value=0.5)], subject=None)
-    assert finish(verdict, **outputs) == "pass"
+    assert finish(StepResult(verdict), **outputs) == "pass"
     assert Verdict.read(tmp_path / "v") == verdict
     assert outputs["metrics"].metadata == {"a": 0.5, "passed": 1.0}
     assert outputs["verdict_artifact"].metadata["status"] == "pass"
     assert (tmp_path / "r").read_text().startswith("# export")
 
 
+@pytest.mark.parametrize("envelope, written", [
+    pytest.param({"payloadType": "application/vnd.in-toto+json", "payload": "e30=", "signatures": []},
+                 {"payloadType": "application/vnd.in-toto+json", "payload": "e30=", "signatures": []}, id="signed"),
+    pytest.param(None, {}, id="unsigned-is-empty"),
+])
+def test_the_attestation_output_is_the_envelope_the_verdict_was_recorded_with(tmp_path, envelope, written):
+    """Byte for byte what the step run logged (promote reads `{}` as unsigned)."""
+    import json
+
+    outputs = _outputs(tmp_path) | {"attestation": dsl.Artifact(uri=str(tmp_path / "a"))}
+    verdict = Verdict.from_checks("export", [Check("a", passed=True)], subject=Subject("m.onnx", "f" * 64))
+    finish(StepResult(verdict, envelope), **outputs)
+    assert json.loads((tmp_path / "a").read_text()) == written
+
+
 def test_finish_raises_on_error_after_writing(tmp_path):
     with pytest.raises(RuntimeError, match="could not evaluate: boom"):
-        finish(Verdict.error("export", "boom"), **_outputs(tmp_path))
+        finish(StepResult(Verdict.error("export", "boom")), **_outputs(tmp_path))
     assert Verdict.read(tmp_path / "v").status == "error"
 
 

@@ -1,4 +1,5 @@
-"""`evaluate_and_record`: whatever happens, a verdict comes back, and only a recorded one keeps its status."""
+"""`evaluate_and_record`: whatever happens, a verdict comes back (with the envelope it was logged with), and only a
+recorded one keeps its status."""
 
 import json
 import re
@@ -26,7 +27,7 @@ def _runs(uri):
 
 def test_without_a_tracking_uri_the_verdict_is_evaluated_and_nothing_is_recorded():
     seen = []
-    verdict = evaluate_and_record("export", lambda run: seen.append(run) or passing(run), TrackingOptions())
+    verdict = evaluate_and_record("export", lambda run: seen.append(run) or passing(run), TrackingOptions()).verdict
     assert verdict.status == "pass" and seen == [None]
 
 
@@ -39,7 +40,7 @@ def test_an_evaluation_that_raises_is_an_error_verdict_naming_why(error, message
     def evaluate(run):
         raise error
 
-    verdict = evaluate_and_record("export", evaluate, TrackingOptions())
+    verdict = evaluate_and_record("export", evaluate, TrackingOptions()).verdict
     assert verdict.status == "error" and verdict.step == "export"
     assert verdict.message == message
 
@@ -48,7 +49,8 @@ def test_the_verdict_and_its_envelope_are_recorded_in_the_step_run(tmp_path):
     key_path, _ = attest.generate_keys(tmp_path / "keys")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     options = TrackingOptions(uri=uri, pipeline_run_id="job-1", signing_key=str(key_path))
-    verdict = evaluate_and_record("export", passing, options)
+    result = evaluate_and_record("export", passing, options)
+    verdict = result.verdict
     assert verdict.status == "pass"
     client, [run] = _runs(uri)
     assert run.data.tags["skewgate.status"] == "pass"
@@ -56,8 +58,9 @@ def test_the_verdict_and_its_envelope_are_recorded_in_the_step_run(tmp_path):
     logged = Verdict.read(client.download_artifacts(run.info.run_id, "export.verdict.json", str(tmp_path)))
     assert logged.digest() == verdict.digest()
     envelope = client.download_artifacts(run.info.run_id, "export.verdict.intoto.jsonl", str(tmp_path))
-    # every writer stores the same bytes: the CLI's file beside --report, the component's output, this artifact
-    expected = attest.envelope_bytes(sign_verdict(verdict, str(key_path)))
+    # every writer stores the same bytes: the CLI's file beside --report and the component's output (both write
+    # the result's envelope), this artifact
+    expected = attest.envelope_bytes(result.envelope)
     with open(envelope, "rb") as handle:
         assert handle.read() == expected
     trusted = attest.load_trusted_keys([tmp_path / "keys" / attest.PUBLIC_KEY_FILE])
@@ -73,7 +76,7 @@ def test_an_unreachable_tracking_server_makes_the_verdict_an_error_naming_it():
     uri = f"http://127.0.0.1:{free_port()}"
     calls = []
     verdict = evaluate_and_record("export", lambda run: calls.append(run) or passing(run),
-                                  TrackingOptions(uri=uri, deadline_s=0.5))
+                                  TrackingOptions(uri=uri, deadline_s=0.5)).verdict
     assert verdict.status == "error" and calls == []
     assert re.search(rf"MLflow at {re.escape(uri)} unreachable", verdict.message)
 
@@ -86,7 +89,7 @@ def test_a_verdict_that_could_not_be_recorded_does_not_keep_its_pass(tmp_path):
         run.tracking.client.delete_run(run.run_id)
         return passing(run)
 
-    verdict = evaluate_and_record("export", evaluate, TrackingOptions(uri=uri))
+    verdict = evaluate_and_record("export", evaluate, TrackingOptions(uri=uri)).verdict
     assert verdict.status == "error"
     assert f"MLflow at {uri}: log the export verdict failed" in verdict.message
 
@@ -98,7 +101,7 @@ def test_a_failed_evaluation_keeps_its_reason_when_recording_fails_too(tmp_path)
         run.tracking.client.delete_run(run.run_id)
         raise InputError("model.pt2", expected="a torch.export program", found="no such file")
 
-    verdict = evaluate_and_record("export", evaluate, TrackingOptions(uri=uri))
+    verdict = evaluate_and_record("export", evaluate, TrackingOptions(uri=uri)).verdict
     assert verdict.status == "error"
     assert verdict.message.startswith("model.pt2: expected a torch.export program, found no such file; MLflow at ")
 
@@ -123,8 +126,9 @@ def test_a_failing_verdict_ends_its_step_run_failed_and_a_passing_one_finished(t
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     failing = Verdict.from_checks("export", [Check("opset", passed=False)], subject=SUBJECT)
     assert evaluate_and_record("export", lambda run: failing, TrackingOptions(uri=uri, pipeline_run_id="j1")
-                               ).status == "fail"
-    assert evaluate_and_record("export", passing, TrackingOptions(uri=uri, pipeline_run_id="j2")).status == "pass"
+                               ).verdict.status == "fail"
+    assert evaluate_and_record("export", passing, TrackingOptions(uri=uri, pipeline_run_id="j2")
+                               ).verdict.status == "pass"
     _, runs = _runs(uri)
     assert {r.data.tags["skewgate.status"]: r.info.status for r in runs} == {"fail": "FAILED", "pass": "FINISHED"}
 
@@ -150,7 +154,8 @@ def test_the_settings_and_inputs_a_step_passes_are_logged_as_params_and_datasets
 
     verdict = evaluate_and_record("export", evaluate, TrackingOptions(uri=uri, pipeline_run_id="job-s"),
                                   settings=ExportOptions(max_samples=8),
-                                  inputs={"inputs": data, "model": tmp_path / "model.pt2", "labels": None, "x": ""})
+                                  inputs={"inputs": data, "model": tmp_path / "model.pt2", "labels": None, "x": ""}
+                                  ).verdict
     assert verdict.status == "pass"
     client, [logged] = _runs(uri)
     assert logged.data.params == {"tolerances": "[]", "max_samples": "8"}
@@ -167,7 +172,7 @@ def test_explicit_settings_are_logged_even_when_the_step_errors(tmp_path):
         raise InputError("model.pt2", expected="a torch.export program", found="no such file")
 
     verdict = evaluate_and_record("export", evaluate, TrackingOptions(uri=uri, pipeline_run_id="job-e"),
-                                  settings={"max_samples": 8, "tracking_uri": uri})
+                                  settings={"max_samples": 8, "tracking_uri": uri}).verdict
     assert verdict.status == "error"
     _, [logged] = _runs(uri)
     assert logged.data.params == {"max_samples": "8"} and logged.info.status == "FAILED"
@@ -178,7 +183,7 @@ def test_an_unexpected_exception_fails_closed_and_is_logged_at_error_with_its_tr
         return {}["missing"]  # a bug in a step
 
     with caplog.at_level("ERROR", logger="skewgate.common.recording"):
-        verdict = evaluate_and_record("export", evaluate, TrackingOptions())
+        verdict = evaluate_and_record("export", evaluate, TrackingOptions()).verdict
     assert verdict.status == "error" and verdict.message == "KeyError: 'missing'"
     (record,) = [r for r in caplog.records if r.levelname == "ERROR"]
     assert "export: unexpected KeyError" in record.getMessage() and record.exc_info is not None

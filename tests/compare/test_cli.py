@@ -11,6 +11,7 @@ from mlflow import MlflowClient
 from skewgate.cli import main
 from skewgate.common.cli_support import write_report
 from skewgate.common.io import sha256_file
+from skewgate.common.recording import StepResult
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.export.run import ExportOptions
 from tests.compare import models
@@ -27,10 +28,11 @@ class Registry:
         """Promote `onnx_path` on a passing export verdict (plus whatever is in `verdicts`)."""
         folder = verdicts or self.root / f"verdicts-{sha256_file(onnx_path)[:8]}"
         folder.mkdir(parents=True, exist_ok=True)
-        write_report(Verdict.from_checks("export", [Check("ok", passed=True)],
-                                         subject=Subject(str(onnx_path), sha256_file(onnx_path))
-                                         ).judged_with(ExportOptions()),
-                     folder / "export.json")  # signed with $SKEWGATE_SIGNING_KEY, as the export step's report is
+        export = Verdict.from_checks("export", [Check("ok", passed=True)],
+                                     subject=Subject(str(onnx_path), sha256_file(onnx_path))
+                                     ).judged_with(ExportOptions())
+        # signed with $SKEWGATE_SIGNING_KEY, as the export step's report is
+        write_report(StepResult.unrecorded(export), folder / "export.json")
         return main(["promote", "--model-name", NAME, "--onnx", str(onnx_path), "--verdicts", str(folder),
                      "--require", require, "--tracking-uri", self.uri, "--experiment", NAME, "-q"])
 

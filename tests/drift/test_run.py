@@ -202,7 +202,7 @@ def test_nightly_needs_tracking(data):
         require_tracking(None)
     run = FakeStepRun()
     assert require_tracking(run) is run
-    verdict = run_nightly(model_name="m", current=data.healthy, options=NIGHTLY, tracking=TrackingOptions())
+    verdict = run_nightly(model_name="m", current=data.healthy, options=NIGHTLY, tracking=TrackingOptions()).verdict
     assert verdict.status == "error" and "tracking_uri" in verdict.message
 
 

@@ -9,6 +9,7 @@ from skewgate.calibrate.core import CalibrateOptions
 from skewgate.cli import main
 from skewgate.common.cli_support import write_report
 from skewgate.common.io import sha256_file
+from skewgate.common.recording import StepResult
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.export.run import ExportOptions
 
@@ -28,7 +29,7 @@ def _evidence(folder, onnx, keys, *, accuracy_drop):
     for step, options in (("export", ExportOptions()),
                           ("calibrate", CalibrateOptions(max_accuracy_drop=accuracy_drop))):
         verdict = Verdict.from_checks(step, [Check("c", passed=True)], subject=subject).judged_with(options)
-        write_report(verdict, folder / f"{step}.json", signing_key=str(keys[0]))
+        write_report(StepResult.unrecorded(verdict, str(keys[0])), folder / f"{step}.json")
     return folder
 
 

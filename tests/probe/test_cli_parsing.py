@@ -49,7 +49,7 @@ def test_a_protocol_that_is_neither_http_nor_grpc_is_bad_input_recorded_as_an_er
     with pytest.raises(InputError, match="protocol: expected one of"):
         options.check()
     verdict = run(url="127.0.0.1:1", model="m", onnx=tmp_path / "m.onnx", inputs=tmp_path / "x.npz",
-                  options=options, tracking=TrackingOptions())
+                  options=options, tracking=TrackingOptions()).verdict
     assert verdict.status == "error" and verdict.message.startswith("protocol: expected one of")
 
 

@@ -13,7 +13,8 @@ UNTRACKED = TrackingOptions()
 
 def _probe(served, models, name, **options):
     return run(url=served.http_url, model=name, onnx=models["good"], inputs=models["inputs"],
-               repository=served.repository, options=ProbeOptions(**{**vars(QUICK), **options}), tracking=UNTRACKED)
+               repository=served.repository, options=ProbeOptions(**{**vars(QUICK), **options}),
+               tracking=UNTRACKED).verdict
 
 
 def _failed(verdict):
@@ -24,7 +25,7 @@ def _failed(verdict):
 def test_the_gated_model_served_right_passes(served, models, protocol):
     url = served.http_url if protocol == "http" else served.grpc_url
     verdict = run(url=url, model="good", onnx=models["good"], inputs=models["inputs"], repository=served.repository,
-                  options=ProbeOptions(protocol=protocol, requests_per_level=10), tracking=UNTRACKED)
+                  options=ProbeOptions(protocol=protocol, requests_per_level=10), tracking=UNTRACKED).verdict
     assert verdict.status == "pass", verdict.message
     names = {c.name for c in verdict.checks}
     assert {"server_live", "model_ready", "signature.inputs", "config.dims.inputs", "served_artifact",
@@ -55,7 +56,7 @@ def test_a_different_file_served_is_caught(served, models, name):
 
 def test_without_the_repository_outputs_still_catch_a_different_file(served, models):
     verdict = run(url=served.http_url, model="otherfile", onnx=models["good"], inputs=models["inputs"],
-                  options=QUICK, tracking=UNTRACKED)
+                  options=QUICK, tracking=UNTRACKED).verdict
     assert "served_artifact" not in {c.name for c in verdict.checks}
     assert "not verifiable" in verdict.details["served_artifact"]
     assert "outputs_match.y" in _failed(verdict)
@@ -73,7 +74,7 @@ def test_model_that_fails_to_load_fails_with_the_servers_text(models, tmp_path, 
     written.onnx.write_bytes(written.onnx.read_bytes()[:40])  # truncated
     with triton_server(tmp_path / "repo", installation=installation) as server:
         verdict = run(url=server.http_url, model="broken", onnx=models["good"], inputs=models["inputs"],
-                      options=QUICK, tracking=UNTRACKED)
+                      options=QUICK, tracking=UNTRACKED).verdict
     assert verdict.status == "fail"
     detail = _failed(verdict)["model_ready"]
     assert detail.startswith("broken failed to load: ") and "load failed for model 'broken'" in detail
@@ -84,6 +85,6 @@ def test_server_down_is_an_error_within_the_deadline(models):
 
     started = time.monotonic()
     verdict = run(url=f"127.0.0.1:{free_port()}", model="good", onnx=models["good"], inputs=models["inputs"],
-                  options=ProbeOptions(deadline_s=2), tracking=UNTRACKED)
+                  options=ProbeOptions(deadline_s=2), tracking=UNTRACKED).verdict
     assert verdict.status == "error" and "live failed for 2s" in verdict.message
     assert time.monotonic() - started < 10

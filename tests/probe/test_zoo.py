@@ -31,6 +31,7 @@ def test_every_zoo_model_deployed_right_passes_the_probe(deployed, name):
     server, built = deployed
     files, onnx_path = built[name]
     verdict = run(url=server.http_url, model=name.replace("_", "-"), onnx=onnx_path, inputs=files.inputs,
-                  repository=server.repository, options=ProbeOptions(requests_per_level=10), tracking=TrackingOptions())
+                  repository=server.repository, options=ProbeOptions(requests_per_level=10),
+                  tracking=TrackingOptions()).verdict
     assert verdict.status == "pass", verdict.message
     assert {"outputs_match", "batch_invariance", "dynamic_batching"} <= {c.name.split(".")[0] for c in verdict.checks}

@@ -15,7 +15,7 @@ from skewgate.common import mlflow_conventions as conv
 from skewgate.common.cli_support import write_report
 from skewgate.common.io import sha256_file
 from skewgate.common.processes import free_port
-from skewgate.common.recording import TrackingOptions
+from skewgate.common.recording import StepResult, TrackingOptions
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.export.run import ExportOptions
 from skewgate.parity.core import ParityOptions
@@ -34,7 +34,8 @@ def setup(tmp_path, tiny_onnx, keys):
         verdict = Verdict.from_checks("export", [check], subject=Subject("m", sha256_file(onnx_path))
                                       ).judged_with(ExportOptions())
         verdicts.mkdir(exist_ok=True)
-        write_report(verdict, verdicts / "export.json", signing_key=str(keys[0]))  # as a step's --report does
+        # as a step's --report does
+        write_report(StepResult.unrecorded(verdict, str(keys[0])), verdicts / "export.json")
 
     return onnx_path, verdicts, uri, write
 
@@ -237,7 +238,8 @@ def test_an_unknown_required_step_in_the_components_options_is_an_error_verdict_
     onnx_path, verdicts, uri, write = setup
     write()
     verdict = run(model_name="digits", onnx=onnx_path, verdicts_dir=verdicts,
-                  options=PromoteOptions(required=("export", "triton_probe")), tracking=TrackingOptions(uri=uri))
+                  options=PromoteOptions(required=("export", "triton_probe")),
+                  tracking=TrackingOptions(uri=uri)).verdict
     assert verdict.status == "error" and "did you mean 'triton-probe'?" in verdict.message
     assert not Path(uri.removeprefix("sqlite:///")).exists()  # the store was not even opened
 
@@ -247,7 +249,7 @@ def test_the_pipelines_task_names_stand_for_their_steps(setup, keys):
     write()
     parity = Verdict.from_checks("parity", [Check("c", passed=True)], subject=Subject("m", sha256_file(onnx_path))
                                  ).judged_with(ParityOptions())
-    write_report(parity, verdicts / "parity.json", signing_key=str(keys[0]))
+    write_report(StepResult.unrecorded(parity, str(keys[0])), verdicts / "parity.json")
     assert _promote(onnx_path, verdicts, uri, "--require", "export,parity-diff,Parity") == 0
     champion = MlflowClient(uri).get_model_version_by_alias("digits", "champion")
     assert "Required: export, parity;" in champion.description
@@ -288,7 +290,7 @@ def test_an_alias_mlflow_rejects_in_the_components_options_is_an_error_verdict_b
     onnx_path, verdicts, uri, write = setup
     write()
     verdict = run(model_name="digits", onnx=onnx_path, verdicts_dir=verdicts,
-                  options=PromoteOptions(required=("export",), alias=alias), tracking=TrackingOptions(uri=uri))
+                  options=PromoteOptions(required=("export",), alias=alias), tracking=TrackingOptions(uri=uri)).verdict
     assert verdict.status == "error" and "--alias" in verdict.message
     assert not Path(uri.removeprefix("sqlite:///")).exists()  # the store was not even opened
 

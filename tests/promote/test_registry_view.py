@@ -9,6 +9,7 @@ from skewgate.cli import main
 from skewgate.common import mlflow_conventions as conv
 from skewgate.common.cli_support import write_report
 from skewgate.common.io import sha256_file
+from skewgate.common.recording import StepResult
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.export.run import ExportOptions
 from tests.support.browser import chromium, visible_text
@@ -69,7 +70,7 @@ def promote(tmp_path, tiny_onnx, keys, server, monkeypatch):
         calibrate = Verdict.from_checks("calibrate", [Check("accuracy_drop", passed=True, value=0.001, limit=0.01)],
                                         subject=subject, registry_tags=CALIBRATE_TAGS)
         for verdict in (export, drift, calibrate):
-            write_report(verdict, verdicts / f"{verdict.step}.json", signing_key=str(keys[0]))
+            write_report(StepResult.unrecorded(verdict, str(keys[0])), verdicts / f"{verdict.step}.json")
         return main(["promote", "--model-name", name, "--onnx", str(onnx_path), "--verdicts", str(verdicts),
                      "--tracking-uri", server, "--experiment", name, "--require", "export",
                      "--trusted-key", str(keys[1])])

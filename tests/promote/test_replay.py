@@ -38,15 +38,15 @@ def gate(tmp_path, tiny_onnx):
                                        subject=Subject("model.onnx", sha256_file(onnx_path))
                                        ).judged_with(ExportOptions())
 
-        verdict = evaluate_and_record("export", evaluate, tracking(pipeline_run_id))
+        result = evaluate_and_record("export", evaluate, tracking(pipeline_run_id))
         folder = tmp_path / folder
         folder.mkdir()
-        write_report(verdict, folder / "export.json", signing_key=str(key))
+        write_report(result, folder / "export.json")
         return folder
 
     def promote(folder, pipeline_run_id):
         return run(model_name="digits", onnx=onnx_path, verdicts_dir=folder, tracking=tracking(pipeline_run_id),
-                   options=PromoteOptions(required=("export",), trusted_keys=(str(public),)))
+                   options=PromoteOptions(required=("export",), trusted_keys=(str(public),))).verdict
 
     return uri, step, promote
 

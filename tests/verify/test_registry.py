@@ -22,6 +22,7 @@ from skewgate.cli import main
 from skewgate.common.cli_support import write_report
 from skewgate.common.io import sha256_file
 from skewgate.common.processes import free_port
+from skewgate.common.recording import StepResult
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.export.run import ExportOptions
 
@@ -41,7 +42,7 @@ def registry(tmp_path, tiny_onnx, keys, monkeypatch):
     verdicts.mkdir()
     verdict = Verdict.from_checks("export", [Check("c", passed=True)],
                                   subject=Subject("m", sha256_file(onnx_path))).judged_with(ExportOptions())
-    write_report(verdict, verdicts / "export.json", signing_key=str(keys[0]))
+    write_report(StepResult.unrecorded(verdict, str(keys[0])), verdicts / "export.json")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
 
     def promote(*flags):
@@ -175,7 +176,7 @@ def test_a_registered_version_holds_one_model_file(registry, keys, tmp_path):
     verdicts.mkdir()
     verdict = Verdict.from_checks("export", [Check("c", passed=True)],
                                   subject=Subject("m", sha256_file(wide))).judged_with(ExportOptions())
-    write_report(verdict, verdicts / "export.json", signing_key=str(keys[0]))
+    write_report(StepResult.unrecorded(verdict, str(keys[0])), verdicts / "export.json")
     assert main(["promote", "--model-name", NAME, "--onnx", str(wide), "--verdicts", str(verdicts),
                  "--tracking-uri", uri, "--experiment", NAME, "--trusted-key", str(keys[1]), "--require",
                  "export"]) == 0

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import get_args
 
 from skewgate.calibrate.run import CalibrateOptions, run
-from skewgate.common.cli_support import add_common_args, describe, exit_code, finish_cli, tracking_options
+from skewgate.common.cli_support import add_common_args, describe, finish_cli, tracking_options
 
 _DEFAULTS = CalibrateOptions()
 
@@ -63,8 +63,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
                                min_calibration_samples=args.min_calibration_samples,
                                equalize=not args.no_equalize, per_channel=not args.per_tensor_weights,
                                plot_name="", html_name="")  # logged under the files' own names
-    verdict = run(onnx=args.onnx, calibration=args.calibration, eval_data=args.eval_data, out=args.out,
+    result = run(onnx=args.onnx, calibration=args.calibration, eval_data=args.eval_data, out=args.out,
                   labels=args.labels, plot=args.plot, html=args.html, options=options,
                   tracking=tracking_options(args))
-    finish_cli(verdict, args)
-    return exit_code(verdict)
+    return finish_cli(result, args)

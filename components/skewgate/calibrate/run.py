@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skewgate.common.recording import TrackingOptions, evaluate_and_record
+from skewgate.common.recording import StepResult, TrackingOptions, evaluate_and_record
 from skewgate.common.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class CalibrateOptions:
 
 def run(*, onnx: str | Path, calibration: str | Path, eval_data: str | Path, out: str | Path,
         options: CalibrateOptions, tracking: TrackingOptions, labels: str | Path | None = None,
-        plot: str | Path | None = None, html: str | Path | None = None) -> Verdict:
+        plot: str | Path | None = None, html: str | Path | None = None) -> StepResult:
     """Calibrate `onnx` on `calibration`, write the INT8 model to `out` and judge it on `eval_data` (`labels`: a
     .npy of class indices, else a `labels` array beside the eval inputs) inside the step's MLflow run; the plot
     and the HTML report go to `plot` and `html` when given, and to the run. Never raises: `error` verdict."""

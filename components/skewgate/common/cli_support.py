@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from skewgate.common.errors import InputError
-from skewgate.common.recording import TrackingOptions, sign_verdict
+from skewgate.common.recording import StepResult, TrackingOptions
 from skewgate.common.verdict import Verdict
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_ERROR = 0, 1, 2
@@ -168,27 +168,26 @@ def _check_file_store(uri: str, folder: str, *, reads_only: bool, refuse: Callab
     return uri
 
 
-def finish_cli(verdict: Verdict, args: argparse.Namespace) -> None:
-    """Write the report (and its envelope) when asked, and the human summary to stderr. A command without
-    `--signing-key` (verify) signs with $SKEWGATE_SIGNING_KEY when it is set."""
+def finish_cli(result: StepResult, args: argparse.Namespace) -> int:
+    """Write the report (and its envelope) when asked and the human summary to stderr; the exit code."""
     if args.report:
-        write_report(verdict, args.report, signing_key=getattr(args, "signing_key", ""))
-    text = summary(verdict)
+        write_report(result, args.report)
+    text = summary(result.verdict)
     print(text.splitlines()[0] if args.quiet else text, file=sys.stderr)
+    return exit_code(result.verdict)
 
 
-def write_report(verdict: Verdict, path: Path, *, signing_key: str = "") -> None:
-    """The verdict JSON, and its signed envelope beside it when a key is configured (a stale envelope from an
-    earlier run is removed, so an unsigned report is never mistaken for a signed one)."""
+def write_report(result: StepResult, path: Path) -> None:
+    """The verdict JSON, and its signed envelope beside it when it has one (a stale envelope from an earlier run
+    is removed, so an unsigned report is never mistaken for a signed one)."""
     from skewgate.common import attest
 
-    verdict.write(path)
+    result.verdict.write(path)
     target = attest.envelope_path(path)
-    envelope = sign_verdict(verdict, signing_key)
-    if envelope is None:
+    if result.envelope is None:
         target.unlink(missing_ok=True)
     else:
-        attest.write_envelope(envelope, target)
+        attest.write_envelope(result.envelope, target)
 
 
 def exit_code(verdict: Verdict) -> int:

@@ -5,10 +5,13 @@ Called from inside component functions, where the artifacts are the live `dsl.Ou
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skewgate.common.markdown import cell, escape
 from skewgate.common.verdict import Verdict
+
+if TYPE_CHECKING:
+    from skewgate.common.recording import StepResult
 
 
 def to_markdown(verdict: Verdict) -> str:
@@ -28,21 +31,21 @@ def to_markdown(verdict: Verdict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def finish(verdict: Verdict, *, verdict_artifact: Any, metrics: Any, report: Any, attestation: Any = None) -> str:
+def finish(result: StepResult, *, verdict_artifact: Any, metrics: Any, report: Any, attestation: Any = None) -> str:
     """Write the KFP outputs and return the status string the DAG branches on.
 
-    `attestation` receives the verdict's signed DSSE envelope when `$SKEWGATE_SIGNING_KEY` is set, else `{}`
-    (which promote reads as unsigned).
+    `attestation` receives the verdict's signed DSSE envelope when it has one (`$SKEWGATE_SIGNING_KEY` set), else
+    `{}` (which promote reads as unsigned).
 
     Status `error` (could not evaluate) raises after writing, so the task fails and nothing downstream (above
     all promote) runs: the registry stays as it was.
     """
+    verdict = result.verdict
     verdict.write(verdict_artifact.path)
     if attestation is not None:
         from skewgate.common import attest
-        from skewgate.common.recording import sign_verdict
 
-        attest.write_envelope(sign_verdict(verdict) or {}, attestation.path)
+        attest.write_envelope(result.envelope or {}, attestation.path)
     verdict_artifact.metadata.update({"step": verdict.step, "status": verdict.status})
     if verdict.subject is not None:
         verdict_artifact.metadata["sha256"] = verdict.subject.sha256

@@ -5,9 +5,8 @@ Whatever happens, a `Verdict` comes back: an exception during evaluation becomes
 evaluate), and so does a failure to record it (an unrecorded verdict must not count as evidence).
 
 A verdict is signed with where it was recorded (`attest.RunContext`: the pipeline run id, the step's MLflow run id,
-the time). `evaluate_and_record` remembers that context for the verdict it returns, so that the envelope the CLI
-writes beside `--report` and the one the KFP component outputs (`sign_verdict(verdict)`, later in the same
-process) are byte for byte the one logged in the step run.
+the time), once: `evaluate_and_record` returns it with that envelope (`StepResult`), so the envelope the CLI writes
+beside `--report` and the one the KFP component outputs are byte for byte the one logged in the step run.
 
 Every step run also shows how the step was set up and what it read: its settings as params (logged before it
 evaluates, so a step that errors shows them too) and its inputs as datasets (from the verdict's subject, located
@@ -20,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -35,9 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Evaluate = Callable[["StepRun | None"], Verdict]
-# verdict digest → the run context it was recorded in (bounded: a process records a handful of verdicts)
-_CONTEXTS: OrderedDict[str, RunContext] = OrderedDict()
-_MAX_CONTEXTS = 256
 
 
 @dataclass(frozen=True)
@@ -49,6 +44,21 @@ class TrackingOptions:
     pipeline_run_id: str = ""
     deadline_s: float = 30.0
     signing_key: str = ""  # empty: $SKEWGATE_SIGNING_KEY, or no signature when that is unset too
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What every step's `run` returns: its verdict and the verdict's signed DSSE envelope (None when no signing
+    key is configured, or for an `error` verdict or one about no artifact, which are never evidence). The CLI
+    writes both beside `--report`; the KFP component outputs both."""
+
+    verdict: Verdict
+    envelope: dict[str, Any] | None = None
+
+    @classmethod
+    def unrecorded(cls, verdict: Verdict, signing_key: str = "") -> StepResult:
+        """A verdict recorded nowhere (verify only reads), signed without a run context when a key is set."""
+        return cls(verdict, sign_verdict(verdict, signing_key))
 
 
 @contextlib.contextmanager
@@ -64,11 +74,12 @@ def _step_run(step: str, tracking: TrackingOptions) -> Iterator[StepRun | None]:
 
 
 def evaluate_and_record(step: str, evaluate: Evaluate, tracking: TrackingOptions, *, settings: Any = None,
-                        inputs: Mapping[str, str | PurePath | None] | None = None) -> Verdict:
+                        inputs: Mapping[str, str | PurePath | None] | None = None) -> StepResult:
     """`evaluate` inside the step's MLflow run (when `tracking` has a URI), its verdict recorded there. `settings`
     (the step's options dataclass, or a mapping; None: no params) become the run's params and `inputs` (name →
     path, by the names the verdict's subject gives their digests; an input not given is None) locate its
-    datasets."""
+    datasets. The envelope comes back only with the verdict it was logged with: an error while recording
+    replaces both."""
     verdict: Verdict | None = None
     try:
         with _step_run(step, tracking) as run:
@@ -85,37 +96,31 @@ def evaluate_and_record(step: str, evaluate: Evaluate, tracking: TrackingOptions
                 log.error("%s: unexpected %s (a bug, please report it with this traceback)", step,
                           type(err).__name__, exc_info=True)
                 verdict = Verdict.error(step, f"{type(err).__name__}: {err}")
-            context = _remember(verdict, tracking, run)
+            envelope = sign_verdict(verdict, tracking.signing_key, context=_context(tracking, run))
             if run is not None:
-                run.log_verdict(verdict, envelope=sign_verdict(verdict, tracking.signing_key, context=context))
+                run.log_verdict(verdict, envelope=envelope)
     except SkewgateError as err:  # MLflow unreachable or failing: the step's answer could not be recorded
         prior = f"{verdict.message}; " if verdict is not None and verdict.status == "error" else ""
-        verdict = Verdict.error(step, f"{prior}{err}")
-    return verdict
+        return StepResult(Verdict.error(step, f"{prior}{err}"))
+    return StepResult(verdict, envelope)
 
 
-def _remember(verdict: Verdict, tracking: TrackingOptions, run: StepRun | None) -> RunContext:
-    """The run context `verdict` is recorded (and signed) in, remembered for `sign_verdict`."""
+def _context(tracking: TrackingOptions, run: StepRun | None) -> RunContext:
+    """Where a verdict is recorded, as its signature states it: the pipeline run, the step run, the time."""
     from skewgate.common.attest import RunContext
 
-    context = RunContext(pipeline_run_id=tracking.pipeline_run_id, step_run_id=run.run_id if run else "",
-                         recorded_at_ms=time.time_ns() // 1_000_000)
-    digest = verdict.digest()
-    _CONTEXTS[digest] = context
-    _CONTEXTS.move_to_end(digest)
-    while len(_CONTEXTS) > _MAX_CONTEXTS:
-        _CONTEXTS.popitem(last=False)
-    return context
+    return RunContext(pipeline_run_id=tracking.pipeline_run_id, step_run_id=run.run_id if run else "",
+                      recorded_at_ms=time.time_ns() // 1_000_000)
 
 
 def sign_verdict(verdict: Verdict, signing_key: str = "", *,
                  context: RunContext | None = None) -> dict[str, Any] | None:
-    """The DSSE envelope of `verdict` when a signing key is configured (and the verdict is about an artifact),
-    signed with its run context: `context`, else the one `evaluate_and_record` recorded it in, else none (an
-    ad-hoc verdict). Deterministic, so every writer of the same recorded verdict writes the same envelope."""
+    """The DSSE envelope of `verdict` signed with `signing_key` (empty: `$SKEWGATE_SIGNING_KEY`) and its run
+    `context` (None: an ad-hoc verdict); None when no key is configured, or the verdict is an `error` or about no
+    artifact."""
     from skewgate.common import attest
 
     key = attest.signing_key_from_env(signing_key or None)
     if key is None or verdict.subject is None or verdict.status == "error":
         return None
-    return attest.sign(attest.verdict_statement(verdict, context or _CONTEXTS.get(verdict.digest())), key)
+    return attest.sign(attest.verdict_statement(verdict, context), key)

@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 from typing import get_args
 
-from skewgate.common.cli_support import add_common_args, describe, exit_code, finish_cli, tracking_options
+from skewgate.common.cli_support import add_common_args, describe, finish_cli, tracking_options
 from skewgate.compare.core import TaskChoice, Threshold
 from skewgate.compare.run import DEFAULT_THRESHOLDS, CompareOptions, run
 
@@ -71,7 +71,6 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
                              threshold_specs=tuple(args.threshold), confidence=args.confidence,
                              resamples=args.resamples, seed=args.seed, max_churn=args.max_churn,
                              min_slice_size=args.min_slice_size)
-    verdict = run(onnx=args.onnx, model_name=args.model_name, eval_data=args.eval, labels=args.labels,
+    result = run(onnx=args.onnx, model_name=args.model_name, eval_data=args.eval, labels=args.labels,
                   options=options, markdown=args.markdown, tracking=tracking_options(args))
-    finish_cli(verdict, args)
-    return exit_code(verdict)
+    return finish_cli(result, args)

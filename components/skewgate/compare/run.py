@@ -15,7 +15,7 @@ from skewgate.common import markdown
 from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import InputError
 from skewgate.common.publishing import publish, write_text
-from skewgate.common.recording import TrackingOptions, evaluate_and_record
+from skewgate.common.recording import StepResult, TrackingOptions, evaluate_and_record
 from skewgate.common.steps import DEFAULT_ALIAS
 from skewgate.common.verdict import Verdict
 from skewgate.compare.core import STEP, Judging, TaskChoice, Threshold, compare
@@ -111,7 +111,7 @@ def options_from_parameters(*, alias: str, task: str, thresholds: str, confidenc
 
 
 def run(*, onnx: str | Path, model_name: str, eval_data: str | Path, options: CompareOptions,
-        tracking: TrackingOptions, labels: str | Path | None = None, markdown: str | Path | None = None) -> Verdict:
+        tracking: TrackingOptions, labels: str | Path | None = None, markdown: str | Path | None = None) -> StepResult:
     """Judge `onnx` against the `options.alias` version of `model_name` inside the step's MLflow run (never
     raises: `error` verdict); the champion-vs-candidate table goes to MLflow, and to `markdown` when given."""
 

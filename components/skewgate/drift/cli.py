@@ -13,7 +13,6 @@ from skewgate.common.cli_support import (
     add_common_args,
     configure_logging,
     describe,
-    exit_code,
     finish_cli,
     tracking_options,
 )
@@ -125,11 +124,10 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
                            series=SeriesOptions(alpha=args.series_alpha), pushgateway_url=args.pushgateway,
                            pushgateway_model=args.pushgateway_model,
                            heatmap_name="", html_name="")  # logged under the files' own names
-    verdict = run(reference=args.reference, current=args.current, model=args.model, embed_onnx=args.embed_onnx,
+    result = run(reference=args.reference, current=args.current, model=args.model, embed_onnx=args.embed_onnx,
                   embed_output=args.embed_output, heatmap=args.heatmap, html=args.html,
                   series_state=args.series_state, options=options, tracking=tracking)
-    finish_cli(verdict, args)
-    return exit_code(verdict)
+    return finish_cli(result, args)
 
 
 def _profile(args: argparse.Namespace) -> int:

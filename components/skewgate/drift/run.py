@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import BackendError, InputError
 from skewgate.common.io import sha256_file
-from skewgate.common.recording import TrackingOptions, evaluate_and_record
+from skewgate.common.recording import StepResult, TrackingOptions, evaluate_and_record
 from skewgate.common.registry import Champion, ChampionReader
 from skewgate.common.steps import DEFAULT_ALIAS
 from skewgate.common.verdict import Verdict
@@ -114,7 +114,7 @@ class NightlyRegistry(ChampionReader, Protocol):
 def run(*, reference: str | Path, current: str | Path, options: DriftOptions, tracking: TrackingOptions,
         model: str | Path | None = None, embed_onnx: Path | None = None, embed_output: str | None = None,
         heatmap: str | Path | None = None, html: str | Path | None = None, profile_out: str | Path | None = None,
-        series_state: str | Path | None = None) -> Verdict:
+        series_state: str | Path | None = None) -> StepResult:
     """Drift of `current` against `reference` (data, or a drift profile) inside the step's MLflow run, published
     (`gate_in_run`): `model` is the artifact the verdict is about, `embed_onnx`'s `embed_output` the embedding MMD
     runs on; the heatmap, the HTML report and the reference profile go where given. Never raises: `error`
@@ -232,7 +232,7 @@ def fetch_profile(registry: ChampionReader, *, model_name: str, alias: str, dire
 def run_nightly(*, model_name: str, current: str | Path, options: NightlyOptions, tracking: TrackingOptions,
                 run_date: str = "", heatmap: str | Path | None = None, html: str | Path | None = None,
                 partials: Sequence[str] = (), profile: str = "", series_in: str | Path | None = None,
-                series_out: str | Path | None = None) -> Verdict:
+                series_out: str | Path | None = None) -> StepResult:
     """The night's drift of `current` against the `options.alias` version of `model_name` (`night_in_run`), inside
     the step's MLflow run, whose registry it reads and tags (so tracking is required: without it, an `error`
     verdict). Never raises: `error` verdict."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from skewgate.common.cli_support import add_common_args, describe, exit_code, finish_cli, tracking_options
+from skewgate.common.cli_support import add_common_args, describe, finish_cli, tracking_options
 from skewgate.export.run import ExportOptions, run
 
 _DEFAULTS = ExportOptions()
@@ -43,7 +43,6 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     args = build_parser(parser).parse_args(argv)
     options = ExportOptions(tolerances=tuple(args.tolerance), max_samples=args.max_samples,
                             allow_pickle=args.allow_pickle, states=tuple(args.state))
-    verdict = run(model=args.model, inputs=args.inputs, out=args.out, options=options,
+    result = run(model=args.model, inputs=args.inputs, out=args.out, options=options,
                   tracking=tracking_options(args))
-    finish_cli(verdict, args)
-    return exit_code(verdict)
+    return finish_cli(result, args)

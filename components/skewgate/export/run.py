@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from skewgate.common.recording import TrackingOptions, evaluate_and_record
+from skewgate.common.recording import StepResult, TrackingOptions, evaluate_and_record
 from skewgate.common.verdict import Verdict
 
 STEP = "export"
@@ -26,7 +26,7 @@ class ExportOptions:
 
 
 def run(*, model: str | Path, inputs: str | Path, out: str | Path, options: ExportOptions,
-        tracking: TrackingOptions) -> Verdict:
+        tracking: TrackingOptions) -> StepResult:
     """Export `model` to `out` and judge it inside the step's MLflow run (never raises: `error` verdict)."""
 
     def evaluate(_run: object) -> Verdict:

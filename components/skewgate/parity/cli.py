@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from skewgate.common.cli_support import add_common_args, describe, exit_code, finish_cli, tracking_options
+from skewgate.common.cli_support import add_common_args, describe, finish_cli, tracking_options
 from skewgate.common.states import parse_states
 from skewgate.parity.run import ParityOptions, run
 
@@ -64,9 +64,8 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
                             stream_onnx=args.stream_onnx, states=parse_states(args.state),
                             initial_state=args.initial_state,
                             plot_name="", html_name="")  # logged under the files' own names
-    verdict = run(torch_model=args.torch, onnx=args.onnx, inputs=args.inputs, int8=args.int8,
+    result = run(torch_model=args.torch, onnx=args.onnx, inputs=args.inputs, int8=args.int8,
                   fp16=args.fp16 if isinstance(args.fp16, bool) else Path(args.fp16), fp16_out=args.fp16_out,
                   triton_url=args.triton_url, triton_model=args.triton_model, plot=args.plot, html=args.html,
                   options=options, tracking=tracking)
-    finish_cli(verdict, args)
-    return exit_code(verdict)
+    return finish_cli(result, args)

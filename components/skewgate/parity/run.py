@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skewgate.common.recording import TrackingOptions, evaluate_and_record
+from skewgate.common.recording import StepResult, TrackingOptions, evaluate_and_record
 from skewgate.common.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class ParityOptions:
 def run(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, options: ParityOptions,
         tracking: TrackingOptions, int8: str | Path | None = None, fp16: str | Path | bool = False,
         fp16_out: str | Path | None = None, triton_url: str | None = None, triton_model: str | None = None,
-        plot: str | Path | None = None, html: str | Path | None = None) -> Verdict:
+        plot: str | Path | None = None, html: str | Path | None = None) -> StepResult:
     """Judge `onnx` against `torch_model` on `inputs` (and the `int8` model, an FP16 one — `fp16`: True to
     convert, or its path; `fp16_out`: where the FP16 model with the proposed nodes kept in FP32 goes —, a Triton
     at `triton_url` serving `triton_model`) inside the step's MLflow run; the plot and the HTML report go to

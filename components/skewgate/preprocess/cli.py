@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from skewgate.common.cli_support import add_common_args, describe, exit_code, finish_cli, tracking_options
+from skewgate.common.cli_support import add_common_args, describe, finish_cli, tracking_options
 from skewgate.preprocess.run import PreprocessOptions, run
 
 
@@ -28,7 +28,6 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     args = build_parser(parser).parse_args(sys.argv[1:] if argv is None else argv)
-    verdict = run(train=args.train, serve=args.serve, raw=args.raw, options=PreprocessOptions(array=args.array),
+    result = run(train=args.train, serve=args.serve, raw=args.raw, options=PreprocessOptions(array=args.array),
                   tracking=tracking_options(args))
-    finish_cli(verdict, args)
-    return exit_code(verdict)
+    return finish_cli(result, args)

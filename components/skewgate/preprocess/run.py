@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from skewgate.common.recording import TrackingOptions, evaluate_and_record
+from skewgate.common.recording import StepResult, TrackingOptions, evaluate_and_record
 from skewgate.common.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -24,7 +24,8 @@ class PreprocessOptions:
     tolerance: Tolerance | None = None  # None: the tolerance of the training output's dtype
 
 
-def run(*, train: str, serve: str, raw: str | Path, options: PreprocessOptions, tracking: TrackingOptions) -> Verdict:
+def run(*, train: str, serve: str, raw: str | Path, options: PreprocessOptions,
+        tracking: TrackingOptions) -> StepResult:
     """Run the `train` and the `serve` callables (`module:function`, raw array in, array out; imported here:
     trusted code only) on `raw` and judge them inside the step's MLflow run. Never raises: `error` verdict."""
 

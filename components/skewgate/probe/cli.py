@@ -16,7 +16,6 @@ from skewgate.common.cli_support import (
     add_common_args,
     configure_logging,
     describe,
-    exit_code,
     finish_cli,
     tracking_options,
 )
@@ -127,10 +126,9 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
                            stream=args.stream, states=parse_states(args.state),
                            initial_state=str(args.initial_state) if args.initial_state else None,
                            max_sequences=args.max_sequences)
-    verdict = run(url=args.url or "", model=args.model, onnx=args.onnx, inputs=args.inputs,
+    result = run(url=args.url or "", model=args.model, onnx=args.onnx, inputs=args.inputs,
                   repository=args.repository, options=options, tracking=tracking)
-    finish_cli(verdict, args)
-    return exit_code(verdict)
+    return finish_cli(result, args)
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ import numpy as np
 from skewgate.common.compare import Tolerance
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, sha256_file
-from skewgate.common.recording import TrackingOptions, evaluate_and_record
+from skewgate.common.recording import StepResult, TrackingOptions, evaluate_and_record
 from skewgate.common.triton.client import Protocol, TritonClient
 from skewgate.common.verdict import Subject, Verdict
 from skewgate.probe.core import GatedModel, Probing, load_gated, probe
@@ -68,7 +68,7 @@ class ProbeOptions:
 
 
 def run(*, url: str, model: str, onnx: str | Path, inputs: str | Path, options: ProbeOptions,
-        tracking: TrackingOptions, repository: Path | None = None) -> Verdict:
+        tracking: TrackingOptions, repository: Path | None = None) -> StepResult:
     """Probe `model` on the server at `url` (host:port), or on a local tritonserver when `url` is empty, against
     the gated `onnx` on `inputs`, inside the step's MLflow run. `repository`: the model repository, when
     readable (for a local server, the one written here). Never raises: `error` verdict."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from skewgate.common.cli_support import add_common_args, describe, exit_code, finish_cli, tracking_options
+from skewgate.common.cli_support import add_common_args, describe, finish_cli, tracking_options
 from skewgate.common.policy import load_policy
 from skewgate.promote.core import INT8_SUFFIX, STEP_SUFFIX, validate_target
 from skewgate.promote.run import STEPS, TASK_NAMES, PromoteOptions, resolve_steps, run, split_steps
@@ -68,8 +68,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     options = PromoteOptions(alias=args.alias, required=required, allow_warn=args.allow_warn,
                              trusted_keys=tuple(args.trusted_key), allow_unsigned=args.allow_unsigned,
                              version=args.version, policy=str(args.policy or ""))
-    verdict = run(model_name=args.model_name, onnx=args.onnx, verdicts_dir=args.verdicts, options=options,
+    result = run(model_name=args.model_name, onnx=args.onnx, verdicts_dir=args.verdicts, options=options,
                   tracking=tracking, int8=args.int8, step=args.stream_onnx,
                   example_inputs=args.example_inputs)
-    finish_cli(verdict, args)
-    return exit_code(verdict)
+    return finish_cli(result, args)

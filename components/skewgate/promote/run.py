@@ -8,7 +8,7 @@ from pathlib import Path
 
 from skewgate.common.errors import InputError
 from skewgate.common.policy import STREAM_CHECKS, GatePolicy, load_policy
-from skewgate.common.recording import TrackingOptions, evaluate_and_record
+from skewgate.common.recording import StepResult, TrackingOptions, evaluate_and_record
 from skewgate.common.steps import (
     DEFAULT_ALIAS,
     RELEASE_GATE_STEPS,
@@ -63,7 +63,7 @@ def gather_verdicts(found: Mapping[str, tuple[str | Path, str | Path]], folder: 
 
 
 def run(*, model_name: str, onnx: Path, verdicts_dir: Path, options: PromoteOptions, tracking: TrackingOptions,
-        int8: Path | None = None, step: Path | None = None, example_inputs: Path | None = None) -> Verdict:
+        int8: Path | None = None, step: Path | None = None, example_inputs: Path | None = None) -> StepResult:
     """Promote `onnx` as `model_name` on the evidence in `verdicts_dir`, inside the step's MLflow run; the verdict
     says what happened (never raises). `int8`: calibrate's INT8 model, registered beside as `<model_name>-int8`;
     `step`: a stateful model's STEP model (served step by step), registered beside as `<model_name>-step`; parity's
@@ -85,7 +85,7 @@ def run(*, model_name: str, onnx: Path, verdicts_dir: Path, options: PromoteOpti
             if companion is not None:
                 validate_target(f"{model_name}{suffix}", options.alias)
     except InputError as err:
-        return Verdict.error(STEP, str(err))
+        return StepResult(Verdict.error(STEP, str(err)))
 
     def evaluate(step_run: object) -> Verdict:
         from skewgate.common import attest

@@ -7,7 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
-from skewgate.common.cli_support import check_tracking_uri, configure_logging, describe, exit_code, finish_cli
+from skewgate.common.cli_support import check_tracking_uri, configure_logging, describe, finish_cli
 from skewgate.common.recording import TrackingOptions
 from skewgate.common.steps import resolve_steps, split_steps
 from skewgate.verify.run import VerifyOptions, run
@@ -56,6 +56,5 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     options = VerifyOptions(alias=args.alias, trusted_keys=tuple(args.trusted_key),
                             required=resolve_steps(split_steps(args.require), source="--require"),
                             policy=str(args.policy or ""))
-    verdict = run(model_name=args.model_name, options=options, tracking=tracking)
-    finish_cli(verdict, args)
-    return exit_code(verdict)
+    result = run(model_name=args.model_name, options=options, tracking=tracking)
+    return finish_cli(result, args)

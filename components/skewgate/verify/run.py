@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skewgate.common.errors import SkewgateError
-from skewgate.common.recording import TrackingOptions
+from skewgate.common.recording import StepResult, TrackingOptions
 from skewgate.common.steps import DEFAULT_ALIAS, RELEASE_GATE_STEPS
 from skewgate.common.verdict import Verdict
 
@@ -30,11 +30,17 @@ class VerifyOptions:
     policy: str = ""
 
 
-def run(*, model_name: str, options: VerifyOptions, tracking: TrackingOptions) -> Verdict:
+def run(*, model_name: str, options: VerifyOptions, tracking: TrackingOptions) -> StepResult:
     """Re-check the `options.alias` version of `model_name` in the registry at `tracking.uri` (given up on after
     `tracking.deadline_s`). Fails closed and never raises for what could not be checked (no registry, no key, an
     unknown step, registry down): an `error` verdict. Only skewgate's own errors are caught: anything else is a bug
-    and must show as one. Nothing is recorded (verify only reads the registry)."""
+    and must show as one. Nothing is recorded (verify only reads the registry); the verdict is signed with
+    `tracking.signing_key` (or `$SKEWGATE_SIGNING_KEY`) when one is set."""
+    return StepResult.unrecorded(_verdict(model_name=model_name, options=options, tracking=tracking),
+                                 tracking.signing_key)
+
+
+def _verdict(*, model_name: str, options: VerifyOptions, tracking: TrackingOptions) -> Verdict:
     try:
         from skewgate.common import attest, mlflow_log
         from skewgate.common.policy import GatePolicy, load_policy

@@ -99,9 +99,9 @@ def test_pipeline_step_judges_the_fp16_candidate_when_asked(overflowing, tmp_pat
     common = {"torch_model": str(files.pt2), "onnx": str(onnx_path), "int8": "", "inputs": str(files.inputs),
               "triton_url": "", "triton_model": "", "plot": str(tmp_path / "p.png"), "html": str(tmp_path / "p.html"),
               "options": ParityOptions(layerwise=True), "tracking": TrackingOptions()}
-    without = run(**common)
+    without = run(**common).verdict
     assert without.status == "pass" and "fp32_vs_fp16" not in without.details["pairs"]
-    verdict = run(**common, fp16=True)
+    verdict = run(**common, fp16=True).verdict
     assert verdict.status == "fail" and not verdict.check("fp32_vs_fp16.values").passed
     assert "<h2>fp32_vs_fp16</h2>" in (tmp_path / "p.html").read_text()
 

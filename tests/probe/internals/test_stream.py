@@ -111,7 +111,7 @@ def _probe(deployed, name, *, protocol="http", **options):
     url = server.http_url if protocol == "http" else server.grpc_url
     return run(url=url, model=name, onnx=files["step"], inputs=files["inputs"], repository=server.repository,
                options=ProbeOptions(protocol=protocol, stream=True, states=states, **options),
-               tracking=TrackingOptions())
+               tracking=TrackingOptions()).verdict
 
 
 def _checks(verdict):
@@ -201,5 +201,5 @@ def test_bad_initial_state_names_file_field_expected_and_found(deployed, tmp_pat
     with pytest.raises(InputError, match=r"wide\.npz: h: expected shape \[1, 8\] .*found shape \[4, 8\]"):
         _initial(gru["step"], GRU_STATES, tmp_path / "wide.npz")
     verdict = run(url="127.0.0.1:1", model="gru", onnx=gru["step"], inputs=gru["inputs"],
-                  options=ProbeOptions(stream=True, states={"h": "h_out"}), tracking=TrackingOptions())
+                  options=ProbeOptions(stream=True, states={"h": "h_out"}), tracking=TrackingOptions()).verdict
     assert verdict.status == "error" and "state output 'h_out'" in verdict.message
