@@ -24,7 +24,7 @@ from typing import Any, get_args
 import numpy as np
 
 from skewgate.calibrate.int8 import collect
-from skewgate.calibrate.int8.budget import Outcome, budget_loop, trial_row
+from skewgate.calibrate.int8.budget import BestTrial, budget_loop, trial_row
 from skewgate.calibrate.int8.coverage import coverage, describe, macs_per_node
 from skewgate.calibrate.int8.equalize import equalizable_pairs, equalize
 from skewgate.calibrate.int8.evaluate import Evaluation, Fp32Side, judge, layerwise, platform, reference
@@ -138,7 +138,7 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
     first_eval = judge(ref, out, feeds, batch_size=options.batch_size)
     first_view = layerwise(fp32_side, load_onnx(out), ref, ranges=pairs_of_ranges)
     trials = [trial_row(0, [], first_eval, tried="nothing (every op the quantiser handles)", kept=True)]
-    best = Outcome(first_eval)
+    best = BestTrial(first_eval)
     if not options.budget().met(first_eval.drop):
         best = budget_loop(quantizer, ref, feeds, first_eval, first_view, out, trials, options.budget())
     final, excluded, seven_bit, view = best.result, best.excluded, best.reduce_range, first_view

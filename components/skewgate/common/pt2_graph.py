@@ -42,7 +42,7 @@ class ValueMeta:
 
 
 @dataclass(frozen=True)
-class Signature:
+class GraphSignature:
     user_inputs: tuple[str, ...]
     user_outputs: tuple[str, ...]
 
@@ -51,7 +51,7 @@ class Pt2Graph:
     """The subset of `ExportedProgram` parity uses: `graph` (weights as placeholders, like the program's),
     `graph_signature` (user inputs and outputs) and `module()` (user inputs in, flat outputs out)."""
 
-    def __init__(self, graph: torch.fx.Graph, weights: dict[str, torch.Tensor], signature: Signature) -> None:
+    def __init__(self, graph: torch.fx.Graph, weights: dict[str, torch.Tensor], signature: GraphSignature) -> None:
         self.graph = graph
         self.graph_signature = signature
         self._weights = weights  # placeholder name → tensor
@@ -107,7 +107,7 @@ def _load(path: str | Path) -> Pt2Graph:
             raise Unsupported(f"output spec {sorted(spec)}")
         user_outputs.append(spec["user_output"]["arg"]["as_tensor"]["name"])
     graph = _Builder(module["graph"], torch).build()
-    return Pt2Graph(graph, weights, Signature(tuple(user_inputs), tuple(user_outputs)))
+    return Pt2Graph(graph, weights, GraphSignature(tuple(user_inputs), tuple(user_outputs)))
 
 
 def _payloads(archive: zipfile.ZipFile, folder: str, config_name: str, names: list[str]) -> dict[str, Any]:

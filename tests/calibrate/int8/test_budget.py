@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from skewgate.calibrate.int8 import budget as budget_module
-from skewgate.calibrate.int8.budget import Budget, Outcome, budget_loop, trial_row
+from skewgate.calibrate.int8.budget import BestTrial, Budget, budget_loop, trial_row
 from skewgate.calibrate.int8.evaluate import Evaluation, Layerwise
 from skewgate.calibrate.int8.fallback import Candidate
 
@@ -67,7 +67,7 @@ SEVEN = cand("7-bit weights", reduce_range=True)
 
 @pytest.fixture
 def loop(monkeypatch, tmp_path):
-    """run(found, drops, max_drop=…) → (Outcome, trials, judge, the file at `out` or None)."""
+    """run(found, drops, max_drop=…) → (BestTrial, trials, judge, the file at `out` or None)."""
 
     def run(found, drops, *, max_drop=0.0, max_candidates=10, batch_size=7, unfused=0.04):
         judge = Judge(drops)
@@ -232,6 +232,6 @@ def test_a_trial_row_without_labels_or_classifier_figures_holds_none():
 
 
 def test_an_outcome_starts_with_nothing_excluded():
-    first, second = Outcome(evaluation(0.1)), Outcome(evaluation(0.2))
+    first, second = BestTrial(evaluation(0.1)), BestTrial(evaluation(0.2))
     first.excluded.append("n")
     assert second.excluded == [] and not second.reduce_range  # each outcome its own list

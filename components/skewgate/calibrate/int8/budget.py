@@ -33,7 +33,7 @@ class Budget:
 
 
 @dataclass
-class Outcome:
+class BestTrial:
     """The best model found: its evaluation, the nodes it keeps in FP32, and whether it has 7-bit weights."""
 
     result: Evaluation
@@ -52,7 +52,7 @@ def trial_row(index: int, excluded: list[str], result: Evaluation, *, tried: str
 
 
 def budget_loop(quantizer: Quantizer, ref: Reference, feeds: dict[str, np.ndarray], first: Evaluation,
-                view: Layerwise, out: Path, trials: list[dict[str, Any]], budget: Budget) -> Outcome:
+                view: Layerwise, out: Path, trials: list[dict[str, Any]], budget: Budget) -> BestTrial:
     """Probe each candidate (fallback.py) on its own, then combine those that helped, best first, keeping each
     only if it lowers the deployed drop further (a greedy walk alone is myopic: 7-bit weights can help a little
     and then hide that one layer in FP32 helps a lot). Stops as soon as the budget is met; `out` always holds
@@ -62,7 +62,7 @@ def budget_loop(quantizer: Quantizer, ref: Reference, feeds: dict[str, np.ndarra
     quantizable = {n.name: n.op_type for n in prepared.graph.node if n.op_type in ops and n.name}
     found = candidates(prepared, view.layers, quantizable, fused_gap=first.drop - view.drop)
     found = found[: budget.max_candidates]
-    best = Outcome(first)
+    best = BestTrial(first)
     with tempfile.TemporaryDirectory(prefix="skewgate-calibrate-") as tmp:
 
         def attempt(excluded: list[str], reduce_range: bool, tried: str) -> float:
