@@ -41,8 +41,11 @@ demo: setup
 	@mkdir -p $(WORK)/demo
 	PYTHONUNBUFFERED=1 bash -o pipefail -c '$(BIN)/skewgate demo --workdir $(WORK)/demo | tee $(WORK)/demo/output.txt'
 
+# One pytest worker per CPU (pytest-xdist), a test file on one worker (its module fixtures, e.g. the release gate's
+# pipeline runs, are built once); the servers each worker starts take free ports, the library zoo is built once.
+PYTEST_WORKERS ?= auto
 test: $(VENV)/.installed-test triton test-packages
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 # Debian packages some integration tests start: Prometheus (+ promtool) and its Pushgateway, headless Chromium.
 # Installed when one is missing and this runs as root where apt-get exists; otherwise (or when apt cannot reach
@@ -58,7 +61,7 @@ test-packages:
 	fi
 
 test-unit: $(VENV)/.installed-test
-	$(BIN)/pytest -m "not integration"
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not integration"
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check components tests benchmarks

@@ -6,9 +6,6 @@ promoted to one alias at once end with exactly one exit 0 (the version the alias
 import json
 import os
 import re
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from mlflow import MlflowClient
@@ -17,18 +14,27 @@ from skewgate.common import attest, mlflow_log
 from skewgate.common.io import sha256_file
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.export.run import ExportOptions
+from tests.support.cli_forks import warm_cli
 from tests.support.promotion_log import read_promotion_log
 
 pytestmark = pytest.mark.integration
 NAME = "races"
 ATTEMPTS = 6
-# Rounds of CONTENDERS concurrent promotions of different artifacts (~8 s each on a shared 2-core machine): the 20
+# Rounds of CONTENDERS concurrent promotions of different artifacts (~8 s each on a shared 2-core machine as separate CLI starts, ~3 s forked warm): the 20
 # the trust issue asked for; SKEWGATE_RACE_ROUNDS=N runs fewer or more.
 RACE_ROUNDS = int(os.environ.get("SKEWGATE_RACE_ROUNDS", "20"))
 CONTENDERS = 3
 
 
-def test_concurrent_promotions_of_one_artifact_end_with_one_version(mlflow_url, tiny_onnx, tmp_path):
+@pytest.fixture(scope="module")
+def forks():
+    """The contenders are `skewgate promote` processes forked from one warm process (tests/support/cli_forks.py):
+    separate processes, as separate CLI calls are, without sixty imports of mlflow."""
+    with warm_cli() as started:
+        yield started
+
+
+def test_concurrent_promotions_of_one_artifact_end_with_one_version(mlflow_url, tiny_onnx, tmp_path, forks):
     key, public = attest.generate_keys(tmp_path / "keys")
     verdicts = tmp_path / "verdicts"
     verdict = Verdict.from_checks("export", [Check("c", passed=True)],
@@ -36,15 +42,11 @@ def test_concurrent_promotions_of_one_artifact_end_with_one_version(mlflow_url, 
     path = verdict.write(verdicts / "export.json")
     attest.write_envelope(attest.sign(attest.verdict_statement(verdict), attest.load_signing_key(key)),
                           attest.envelope_path(path))
-    command = [sys.executable, "-m", "skewgate.cli", "promote", "--model-name", NAME, "--onnx", str(tiny_onnx),
+    command = ["promote", "--model-name", NAME, "--onnx", str(tiny_onnx),
                "--verdicts", str(verdicts), "--require", "export", "--trusted-key", str(public),
                "--tracking-uri", mlflow_url, "--experiment", NAME, "-q"]
 
-    def attempt(_):
-        return subprocess.run(command, capture_output=True, text=True, timeout=300)
-
-    with ThreadPoolExecutor(ATTEMPTS) as pool:
-        results = list(pool.map(attempt, range(ATTEMPTS)))
+    results = forks.run([command] * ATTEMPTS)
     assert [r.returncode for r in results] == [0] * ATTEMPTS, [r.stderr[-500:] for r in results]
     client = MlflowClient(mlflow_url)
     versions = client.search_model_versions(f"name='{NAME}'")
@@ -62,7 +64,8 @@ def _signed_export(onnx, verdicts, key):
 
 
 @pytest.mark.parametrize("round_", range(RACE_ROUNDS))
-def test_concurrent_promotions_of_different_artifacts_end_with_one_winner(mlflow_url, tiny_onnx, tmp_path, round_):
+def test_concurrent_promotions_of_different_artifacts_end_with_one_winner(mlflow_url, tiny_onnx, tmp_path, forks,
+                                                                          round_):
     import onnx
 
     key_path, public = attest.generate_keys(tmp_path / "keys")
@@ -76,13 +79,12 @@ def test_concurrent_promotions_of_different_artifacts_end_with_one_winner(mlflow
         (folder / "verdicts").mkdir(parents=True)
         onnx.save(model, str(folder / "model.onnx"))
         _signed_export(folder / "model.onnx", folder / "verdicts", key)
-        commands.append([sys.executable, "-m", "skewgate.cli", "promote", "--model-name", name, "--onnx",
+        commands.append(["promote", "--model-name", name, "--onnx",
                          str(folder / "model.onnx"), "--verdicts", str(folder / "verdicts"), "--require", "export",
                          "--trusted-key", str(public), "--tracking-uri", mlflow_url, "--experiment", name, "-q",
                          "--report", str(folder / "promote.json")])
 
-    with ThreadPoolExecutor(CONTENDERS) as pool:
-        results = list(pool.map(lambda c: subprocess.run(c, capture_output=True, text=True, timeout=300), commands))
+    results = forks.run(commands)
     codes = [r.returncode for r in results]
     assert sorted(codes) == [0] + [2] * (CONTENDERS - 1), [r.stderr[-800:] for r in results]
     client = MlflowClient(mlflow_url)
