@@ -20,8 +20,8 @@ from tests.support.promotion_log import read_promotion_log
 pytestmark = pytest.mark.integration
 NAME = "races"
 ATTEMPTS = 6
-# Rounds of CONTENDERS concurrent promotions of different artifacts (~8 s each on a shared 2-core machine as separate CLI starts, ~3 s forked warm): the 20
-# the trust issue asked for; SKEWGATE_RACE_ROUNDS=N runs fewer or more.
+# Rounds of CONTENDERS concurrent promotions of different artifacts (~4 s each on 2 cores, forked warm; ~8 s as
+# separate interpreters): the 20 the trust issue asked for; SKEWGATE_RACE_ROUNDS=N runs fewer or more.
 RACE_ROUNDS = int(os.environ.get("SKEWGATE_RACE_ROUNDS", "20"))
 CONTENDERS = 3
 
