@@ -87,6 +87,20 @@ def test_registry_round_trip(tracking, tiny_onnx, name):
     assert log_run.info.status == "FINISHED"
 
 
+def test_a_promotion_log_run_created_in_a_race_loses_no_record(tracking):
+    """Two promotions that both found no promotion-log run each create one; the one whose clock read earlier
+    reaches the server later, after the other already wrote its record. Both records stay readable."""
+    with tracking.step_run("promote", pipeline_run_id=None) as run:
+        mlflow_log.MlflowRegistry(run).append_promotion_log("digits", {"at": "2026-01-01T00:00:01.000+00:00", "n": 1})
+    client = MlflowClient(tracking.uri)
+    rival = client.create_run(tracking.experiment_id, run_name="promotion-log:digits", start_time=1,
+                              tags={"skewgate.kind": "promotion-log"})
+    client.set_terminated(rival.info.run_id, status="FINISHED")
+    with tracking.step_run("promote", pipeline_run_id=None) as run:
+        mlflow_log.MlflowRegistry(run).append_promotion_log("digits", {"at": "2026-01-01T00:00:02.000+00:00", "n": 2})
+    assert [r["n"] for r in read_promotion_log(tracking)] == [1, 2]
+
+
 def test_a_registered_version_is_an_mlflow_model_that_pyfunc_loads(tracking, tiny_onnx, tmp_path, monkeypatch):
     import mlflow.pyfunc
     import onnxruntime

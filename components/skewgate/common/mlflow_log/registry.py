@@ -4,7 +4,6 @@ points at is read by `champions.RegistryChampions`, which `MlflowRegistry` exten
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import tempfile
@@ -227,8 +226,10 @@ class MlflowRegistry(RegistryChampions):
         return found
 
     def _promotion_log_run(self, name: str) -> str:
-        """The experiment's one promotion-log run (a FINISHED run that only holds records). Two promotions that
-        both create one keep the oldest and delete the other before either writes a record into it."""
+        """The experiment's promotion-log run (a FINISHED run that only holds records), created when there is
+        none. Two promotions that both create one at once leave two, and both are kept: deleting one could race
+        with a record being written into it (the creation times are the clients' clocks, so "the oldest" can
+        change after a writer chose it). Writers then all take the oldest; readers read every promotion-log run."""
         experiment = self.tracking.experiment_id
         query = f"tags.`{conv.PROMOTION_LOG_TAG}` = '{conv.PROMOTION_LOG_KIND}'"
         with self.tracking.mapped("find the promotion-log run"):
@@ -242,12 +243,7 @@ class MlflowRegistry(RegistryChampions):
             if not found:
                 raise Inconsistent(f"MLflow at {self.tracking.uri}: promotion-log run {created.info.run_id} was "
                                    "created, yet a search for it finds none")
-        ordered = sorted(found, key=lambda r: (r.info.start_time, r.info.run_id))
-        for duplicate in ordered[1:]:
-            # another promotion may have deleted it already: what matters is that the oldest is kept
-            with contextlib.suppress(BackendError), self.tracking.mapped("delete a duplicate promotion-log run"):
-                self.client.delete_run(duplicate.info.run_id)
-        return str(ordered[0].info.run_id)
+        return str(min(found, key=lambda r: (r.info.start_time, r.info.run_id)).info.run_id)
 
 
 STALE_RUN_AFTER_S = 6 * 3600.0  # a RUNNING run this old whose process cannot be checked is taken as dead
