@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,25 @@ def tiny_onnx(tmp_path_factory):
     path = tmp_path_factory.mktemp("onnx") / "tiny.onnx"
     onnx.save(model, str(path))
     return path
+
+
+@pytest.fixture(scope="session")
+def _empty_mlflow_store(tmp_path_factory) -> Path:
+    """An MLflow SQLite store with its schema made, once per session: MLflow runs its migrations on every new
+    store, a second or two of CPU that dozens of tests would each pay."""
+    from mlflow import MlflowClient
+
+    path = tmp_path_factory.mktemp("empty-mlflow-store") / "mlflow.db"
+    MlflowClient(f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def mlflow_db(tmp_path, _empty_mlflow_store) -> str:
+    """The URI of a new, empty MLflow SQLite store at `tmp_path/mlflow.db` (a copy of the session's migrated one;
+    the tests that start from no store at all write their own URI)."""
+    shutil.copyfile(_empty_mlflow_store, tmp_path / "mlflow.db")
+    return f"sqlite:///{tmp_path / 'mlflow.db'}"
 
 
 @pytest.fixture(scope="session")

@@ -6,8 +6,8 @@ from mlflow import MlflowClient
 from skewgate.cli import main
 
 
-def test_cli_writes_model_report_plot_html_and_logs_tables(calib, tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_cli_writes_model_report_plot_html_and_logs_tables(mlflow_db, calib, tmp_path):
+    uri = mlflow_db
     code = main(["calibrate", "--onnx", str(calib["fragile_weights"]), "--calibration", str(calib["calibration"]),
                  "--eval", str(calib["eval_fragile"]), "--out", str(tmp_path / "m.int8.onnx"),
                  "--report", str(tmp_path / "c.json"), "--plot", str(tmp_path / "hist.png"),

@@ -17,8 +17,8 @@ from tests.support.promotion_log import read_promotion_log
 
 
 @pytest.fixture
-def tracking(tmp_path):
-    return mlflow_log.connect(f"sqlite:///{tmp_path / 'mlflow.db'}", experiment="digits")
+def tracking(mlflow_db, tmp_path):
+    return mlflow_log.connect(mlflow_db, experiment="digits")
 
 
 def test_artifacts_live_beside_the_embedded_store(tracking, tmp_path):

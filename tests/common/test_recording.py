@@ -45,9 +45,9 @@ def test_an_evaluation_that_raises_is_an_error_verdict_naming_why(error, message
     assert verdict.message == message
 
 
-def test_the_verdict_and_its_envelope_are_recorded_in_the_step_run(tmp_path):
+def test_the_verdict_and_its_envelope_are_recorded_in_the_step_run(mlflow_db, tmp_path):
     key_path, _ = attest.generate_keys(tmp_path / "keys")
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
     options = TrackingOptions(uri=uri, pipeline_run_id="job-1", signing_key=str(key_path))
     result = evaluate_and_record("export", passing, options)
     verdict = result.verdict
@@ -81,9 +81,9 @@ def test_an_unreachable_tracking_server_makes_the_verdict_an_error_naming_it():
     assert re.search(rf"MLflow at {re.escape(uri)} unreachable", verdict.message)
 
 
-def test_a_verdict_that_could_not_be_recorded_does_not_keep_its_pass(tmp_path):
+def test_a_verdict_that_could_not_be_recorded_does_not_keep_its_pass(mlflow_db, tmp_path):
     """An unrecorded verdict must not count as evidence: the run is deleted under the step, so logging fails."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
 
     def evaluate(run):
         run.tracking.client.delete_run(run.run_id)
@@ -94,8 +94,8 @@ def test_a_verdict_that_could_not_be_recorded_does_not_keep_its_pass(tmp_path):
     assert f"MLflow at {uri}: log the export verdict failed" in verdict.message
 
 
-def test_a_failed_evaluation_keeps_its_reason_when_recording_fails_too(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_a_failed_evaluation_keeps_its_reason_when_recording_fails_too(mlflow_db, tmp_path):
+    uri = mlflow_db
 
     def evaluate(run):
         run.tracking.client.delete_run(run.run_id)
@@ -122,8 +122,8 @@ def test_without_a_key_nothing_is_signed(monkeypatch):
     assert sign_verdict(passing(None)) is None
 
 
-def test_a_failing_verdict_ends_its_step_run_failed_and_a_passing_one_finished(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_a_failing_verdict_ends_its_step_run_failed_and_a_passing_one_finished(mlflow_db, tmp_path):
+    uri = mlflow_db
     failing = Verdict.from_checks("export", [Check("opset", passed=False)], subject=SUBJECT)
     assert evaluate_and_record("export", lambda run: failing, TrackingOptions(uri=uri, pipeline_run_id="j1")
                                ).verdict.status == "fail"
@@ -133,7 +133,7 @@ def test_a_failing_verdict_ends_its_step_run_failed_and_a_passing_one_finished(t
     assert {r.data.tags["skewgate.status"]: r.info.status for r in runs} == {"fail": "FAILED", "pass": "FINISHED"}
 
 
-def test_the_settings_and_inputs_a_step_passes_are_logged_as_params_and_datasets(tmp_path):
+def test_the_settings_and_inputs_a_step_passes_are_logged_as_params_and_datasets(mlflow_db, tmp_path):
     """A step's `run` (e.g. skewgate/export/run.py) passes its options dataclass and its input paths: the step run
     gets them as params and as datasets located by path (an input not given, None or "", is left out)."""
     from dataclasses import dataclass
@@ -143,7 +143,7 @@ def test_the_settings_and_inputs_a_step_passes_are_logged_as_params_and_datasets
         tolerances: tuple[str, ...] = ()
         max_samples: int = 64
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
     data = tmp_path / "eval.npz"
     data.write_bytes(b"x")
     subject = Subject(artifact=str(tmp_path / "model.onnx"), sha256="ab" * 32, data={"inputs": "cd" * 32},
@@ -165,8 +165,8 @@ def test_the_settings_and_inputs_a_step_passes_are_logged_as_params_and_datasets
     assert datasets["eval.npz"].dataset.digest == "cd" * 6
 
 
-def test_explicit_settings_are_logged_even_when_the_step_errors(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_explicit_settings_are_logged_even_when_the_step_errors(mlflow_db, tmp_path):
+    uri = mlflow_db
 
     def evaluate(run):
         raise InputError("model.pt2", expected="a torch.export program", found="no such file")

@@ -54,8 +54,8 @@ def signed(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def registry(tmp_path, signed):
-    return Registry(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path)
+def registry(mlflow_db, tmp_path, signed):
+    return Registry(mlflow_db, tmp_path)
 
 
 def test_no_champion_passes(registry, digits_models):

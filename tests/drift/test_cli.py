@@ -44,8 +44,8 @@ def test_profile_command_then_drift_against_the_profile(write, tmp_path):
     assert main(["drift", "profile", "--reference", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "x")]) == 2
 
 
-def test_logs_metrics_feature_table_and_heatmap_to_mlflow(write, tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_logs_metrics_feature_table_and_heatmap_to_mlflow(mlflow_db, write, tmp_path):
+    uri = mlflow_db
     ref, cur = write("ref", make_frame(N, seed=1)), write("cur", make_frame(N, seed=2, shift=0.6))
     assert main(["drift", "--reference", str(ref), "--current", str(cur), "--heatmap", str(tmp_path / "h.png"),
                  "--tracking-uri", uri, "--experiment", "drift"]) == 1

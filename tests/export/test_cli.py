@@ -52,10 +52,10 @@ def test_unreachable_mlflow_exits_2_within_the_deadline(pt2, example_npz, tmp_pa
     assert "unreachable" in capsys.readouterr().err
 
 
-def test_logs_to_mlflow_when_a_tracking_uri_is_given(pt2, example_npz, tmp_path):
+def test_logs_to_mlflow_when_a_tracking_uri_is_given(mlflow_db, pt2, example_npz, tmp_path):
     from mlflow import MlflowClient
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
     assert _run("--model", pt2("good"), "--inputs", example_npz, "--out", tmp_path / "m.onnx",
                 "--tracking-uri", uri, "--experiment", "exp", "--pipeline-run-id", "run-1") == 0
     client = MlflowClient(uri)

@@ -168,13 +168,13 @@ def test_batch_sizes_are_one_odd_and_largest(n, sizes):
     assert batch_sizes(n) == sizes
 
 
-def test_an_mlflow_pytorch_model_uri_is_exported_with_a_dynamic_batch(tmp_path, example_npz, monkeypatch):
+def test_an_mlflow_pytorch_model_uri_is_exported_with_a_dynamic_batch(mlflow_db, tmp_path, example_npz, monkeypatch):
     import mlflow
     import torch
 
     from tests.export.models import SmallNet
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
     # the environment only: mlflow.set_tracking_uri would outlive this test and redirect every later one
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     model = SmallNet()

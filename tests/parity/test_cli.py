@@ -6,8 +6,8 @@ from skewgate.cli import main
 from tests.parity.models import plant
 
 
-def test_layerwise_cli_writes_report_plot_html_and_logs_tables(parity_model, tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_layerwise_cli_writes_report_plot_html_and_logs_tables(mlflow_db, parity_model, tmp_path):
+    uri = mlflow_db
     onnx_path = plant(parity_model["onnx"], tmp_path / "t.onnx", "tanh_gelu")
     code = main(["parity", "--torch", str(parity_model["pt2"]), "--onnx", str(onnx_path), "--inputs",
                  str(parity_model["inputs"]), "--layerwise", "--report", str(tmp_path / "p.json"), "--plot",

@@ -23,11 +23,11 @@ from skewgate.promote.run import STEPS, TASK_NAMES, PromoteOptions, run
 
 
 @pytest.fixture
-def setup(tmp_path, tiny_onnx, keys):
+def setup(mlflow_db, tmp_path, tiny_onnx, keys):
     onnx_path = tmp_path / "model.onnx"
     onnx_path.write_bytes(tiny_onnx.read_bytes())
     verdicts = tmp_path / "verdicts"
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
 
     def write(status_ok=True):
         check = Check("c", passed=status_ok)
@@ -234,8 +234,9 @@ def test_an_unknown_required_step_exits_2_naming_the_valid_ones_and_registers_no
     assert len(client.search_runs([experiment.experiment_id])) == len(runs_before)  # no run was even started
 
 
-def test_an_unknown_required_step_in_the_components_options_is_an_error_verdict_before_mlflow(setup):
-    onnx_path, verdicts, uri, write = setup
+def test_an_unknown_required_step_in_the_components_options_is_an_error_verdict_before_mlflow(setup, tmp_path):
+    onnx_path, verdicts, _, write = setup
+    uri = f"sqlite:///{tmp_path / 'never-opened.db'}"
     write()
     verdict = run(model_name="digits", onnx=onnx_path, verdicts_dir=verdicts,
                   options=PromoteOptions(required=("export", "triton_probe")),
@@ -286,8 +287,9 @@ def test_an_alias_mlflow_rejects_exits_2_in_one_line_and_leaves_the_registry_as_
 
 
 @pytest.mark.parametrize("alias", ["v7", "champion\n"])
-def test_an_alias_mlflow_rejects_in_the_components_options_is_an_error_verdict_before_mlflow(setup, alias):
-    onnx_path, verdicts, uri, write = setup
+def test_an_alias_mlflow_rejects_in_the_components_options_is_an_error_verdict_before_mlflow(setup, tmp_path, alias):
+    onnx_path, verdicts, _, write = setup
+    uri = f"sqlite:///{tmp_path / 'never-opened.db'}"
     write()
     verdict = run(model_name="digits", onnx=onnx_path, verdicts_dir=verdicts,
                   options=PromoteOptions(required=("export",), alias=alias), tracking=TrackingOptions(uri=uri)).verdict

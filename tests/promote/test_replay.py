@@ -22,11 +22,11 @@ EXPERIMENT = "digits"
 
 
 @pytest.fixture
-def gate(tmp_path, tiny_onnx):
+def gate(mlflow_db, tmp_path, tiny_onnx):
     key, public = attest.generate_keys(tmp_path / "keys")
     onnx_path = tmp_path / "model.onnx"
     onnx_path.write_bytes(tiny_onnx.read_bytes())
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
 
     def tracking(pipeline_run_id):
         return TrackingOptions(uri=uri, experiment=EXPERIMENT, pipeline_run_id=pipeline_run_id, signing_key=str(key))

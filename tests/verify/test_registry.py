@@ -30,7 +30,7 @@ NAME = "digits"
 
 
 @pytest.fixture
-def registry(tmp_path, tiny_onnx, keys, monkeypatch):
+def registry(mlflow_db, tmp_path, tiny_onnx, keys, monkeypatch):
     """A store where `skewgate promote` made `digits` v1 the champion on a signed export verdict; returns
     (uri, promote), `promote(*flags)` promoting the same file again with extra flags."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -43,7 +43,7 @@ def registry(tmp_path, tiny_onnx, keys, monkeypatch):
     verdict = Verdict.from_checks("export", [Check("c", passed=True)],
                                   subject=Subject("m", sha256_file(onnx_path))).judged_with(ExportOptions())
     write_report(StepResult.unrecorded(verdict, str(keys[0])), verdicts / "export.json")
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
 
     def promote(*flags):
         return main(["promote", "--model-name", NAME, "--onnx", str(onnx_path), "--verdicts", str(verdicts),
