@@ -114,9 +114,10 @@ def test_inputs_that_do_not_match_are_input_errors(parity_model, tmp_path):
         parity(torch_model=parity_model["pt2"], onnx=parity_model["onnx"], inputs=tmp_path / "bad.npz")
 
 
-def test_triton_that_is_down_is_a_backend_error(parity_model):
-    with pytest.raises(BackendError, match="live failed"):
-        _run(parity_model, parity_model["onnx"], triton_url=f"127.0.0.1:{free_port()}", triton_model="m")
+def test_triton_that_is_down_is_a_backend_error_at_the_deadline(parity_model):
+    with pytest.raises(BackendError, match=r"live failed for 2s"):
+        parity(torch_model=parity_model["pt2"], onnx=parity_model["onnx"], inputs=parity_model["inputs"],
+               triton_url=f"127.0.0.1:{free_port()}", triton_model="m", options=ParityOptions(triton_deadline_s=2.0))
 
 
 def test_first_divergence_skips_errors_inherited_from_upstream():

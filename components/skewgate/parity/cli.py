@@ -1,5 +1,5 @@
 """`skewgate parity --torch M.pt2 --onnx model.onnx [--int8 …] [--fp16 [FP16.onnx] [--fp16-out F.onnx]]
-[--triton-url URL --triton-model NAME]
+[--triton-url URL --triton-model NAME [--triton-deadline S]]
 --inputs X.npz [--layerwise] --report parity.json [--plot layers.png] [--html parity.html]`;
 stream mode: `… --stream-onnx STEP.onnx --state IN=OUT [--state IN=OUT …] [--initial-state S.npz]`."""
 
@@ -38,6 +38,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--triton-model", help="model name on that server")
     parser.add_argument("--triton-protocol", choices=["http", "grpc"], default=_DEFAULTS.triton_protocol,
                         help="protocol to talk to the Triton server with (default: %(default)s)")
+    parser.add_argument("--triton-deadline", type=float, default=_DEFAULTS.triton_deadline_s,
+                        help="seconds per call to Triton, retries included (default: %(default)g)")
     parser.add_argument("--inputs", required=True, type=Path, help=".npz named as the model's inputs")
     parser.add_argument("--layerwise", action="store_true", help="compare every intermediate value")
     parser.add_argument("--plot", type=Path, help="write the per-layer error plot (PNG)")
@@ -60,7 +62,8 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     args = build_parser(parser).parse_args(sys.argv[1:] if argv is None else argv)
     tracking = tracking_options(args)  # a tracking URI MLflow would misread is refused first, as in every step
     options = ParityOptions(layerwise=args.layerwise, batch_size=args.batch_size, max_samples=args.max_samples,
-                            triton_protocol=args.triton_protocol, fp16_cuda=args.fp16_cuda,
+                            triton_protocol=args.triton_protocol,
+                            triton_deadline_s=args.triton_deadline, fp16_cuda=args.fp16_cuda,
                             stream_onnx=args.stream_onnx, states=parse_states(args.state),
                             initial_state=args.initial_state,
                             plot_name="", html_name="")  # logged under the files' own names

@@ -461,7 +461,7 @@ def _triton_runner(url: str, model: str | None, onnx_model: Any, options: Parity
 
     if not model:
         raise InputError("--triton-model", expected="the model name on the Triton server", found="nothing")
-    client = TritonClient(url, protocol=options.triton_protocol)
+    client = TritonClient(url, protocol=options.triton_protocol, deadline_s=options.triton_deadline_s)
     client.is_server_live()  # a server that is down is "could not evaluate"
     initializers = {i.name for i in onnx_model.graph.initializer}
     datatypes = {i.name: TRITON_TYPES[i.type.tensor_type.elem_type].removeprefix("TYPE_")

@@ -38,6 +38,7 @@ class ParityOptions:
     min_top1_agreement: float = 0.99
     max_kl_divergence: float = 0.05
     triton_protocol: Protocol = "http"
+    triton_deadline_s: float = 20.0  # per call to Triton, retries of a server that cannot be reached included
     seed: int = 0
     fp16_cuda: bool = False  # run the FP16 comparison on ONNX Runtime's CUDA provider
     # stream mode (internals/stream.py): the one-step model as served, its state pairs IN → OUT, initial state
