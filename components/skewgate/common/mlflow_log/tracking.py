@@ -265,8 +265,10 @@ def log_drift_night(tracking: Tracking, verdict: Verdict, *, run_ids: list[str])
     metrics = [Metric(conv.metric_key(k), v, timestamp, night) for k, v in conv.drift_statistics(verdict).items()]
     client = tracking.client
     with tracking.mapped("log the night's drift statistics"):
+        # the oldest: two first nights at the same moment may each create one; later nights then share one
         history = client.search_runs([tracking.experiment_id],
-                                     f"tags.`{conv.PROMOTION_LOG_TAG}` = '{conv.DRIFT_HISTORY_TAG}'", max_results=1)
+                                     f"tags.`{conv.PROMOTION_LOG_TAG}` = '{conv.DRIFT_HISTORY_TAG}'", max_results=1,
+                                     order_by=["attributes.start_time ASC"])
         if history:
             history_id = history[0].info.run_id
         else:  # ended at once: MLflow accepts metrics on a finished run, and no skewgate run stays RUNNING
