@@ -360,6 +360,27 @@ def test_a_crash_at_any_write_leaves_the_alias_unmoved_or_on_complete_evidence(o
         assert _complete(registry, alias)
 
 
+class _LogDown(FakeRegistry):
+    """A registry whose promotion log cannot be written."""
+
+    def append_promotion_log(self, name, record):
+        raise BackendError("promotion log down")
+
+
+def test_a_promotion_log_that_cannot_be_written_fails_a_refusal_but_not_a_promotion(onnx_file, tmp_path):
+    """A refusal's only lasting trace is its record: without it, exit 2. A promotion already moved the alias:
+    it passes, saying the record is missing."""
+    sha = sha256_file(onnx_file)
+    refused = _write(tmp_path / "refused", _verdict("export", FAILING, sha))
+    with pytest.raises(BackendError, match="promotion log down"):
+        promote(model_name=NAME, onnx=onnx_file, verdicts_dir=refused, registry=_LogDown())
+    registry = _LogDown()
+    passed = _write(tmp_path / "passed", _verdict("export", PASSING, sha))
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=passed, registry=registry)
+    assert result.status == "pass" and result.details["log_written"] is False
+    assert registry.get_alias(NAME, "champion") == "1"
+
+
 def test_the_version_description_summarises_the_gate_for_a_person(onnx_file, tmp_path):
     registry = FakeRegistry()
     verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)))

@@ -251,7 +251,7 @@ def promote(
     result = (_take_alias(registry, inputs, version, previous, attestation_uri) if promoted else
               _Result(outcome="refused", status=decision.status, reason=_reason(decision), previous=previous,
                       holder=previous))
-    log_written = _log_promotion(registry, inputs, version, result, promoted=promoted)
+    log_written = _log_promotion(registry, inputs, version, result)
     outcome_written = protected or _write_outcome(registry, model_name, version, result.won, result.reason,
                                                   description(inputs.evidence, decision, policy,
                                                               outcome=result.outcome))
@@ -384,20 +384,21 @@ def _take_alias(registry: Registry, inputs: _Inputs, version: str, previous: str
                    holder=holder, beside=beside)
 
 
-def _log_promotion(registry: Registry, inputs: _Inputs, version: str, result: _Result, *, promoted: bool) -> bool:
-    """Append the promotion-log record, stating what the read-back showed: whether it was written."""
+def _log_promotion(registry: Registry, inputs: _Inputs, version: str, result: _Result) -> bool:
+    """Append the promotion-log record; whether it was written. A refusal's record must be written (a failure is
+    an error); once the alias moved, or was tried, a failure is a warning and `False`: it must not turn the
+    promotion into an error exit."""
     record = {"at": datetime.now(UTC).isoformat(timespec="milliseconds"), "model": inputs.model_name,
               "version": version, "alias": inputs.alias, "sha256": inputs.sha, "promoted": result.won,
               "outcome": result.outcome, "reason": result.reason, "previous": result.previous,
               "alias_version": result.holder,
               "verdicts": {step: e.verdict.status for step, e in inputs.evidence.items()},
               "policy": inputs.policy.describe()}
-    if not promoted:
-        registry.append_promotion_log(inputs.model_name, record)
-        return True
-    try:  # the alias moved (or was tried): the record must not turn that into an error exit
+    try:
         registry.append_promotion_log(inputs.model_name, record)
     except BackendError as err:
+        if result.outcome == "refused":
+            raise
         log.warning("promotion-log record of %s v%s not written: %s", inputs.model_name, version, err)
         return False
     return True

@@ -15,7 +15,7 @@ from typing import Any
 from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import BackendError, Inconsistent, InputError, Rejected
 from skewgate.common.mlflow_log._client import _or_none
-from skewgate.common.mlflow_log.champions import RegistryChampions
+from skewgate.common.mlflow_log.champions import RegistryChampions, alias_version
 from skewgate.common.mlflow_log.models import _pinned_requirements, onnx_external_data, onnx_signature
 from skewgate.common.mlflow_log.tracking import StepRun, Tracking
 from skewgate.common.steps import DEFAULT_ALIAS
@@ -117,8 +117,7 @@ class MlflowRegistry(RegistryChampions):
                 self.client.set_model_version_tag(name, version, key, value)
 
     def get_alias(self, name: str, alias: str) -> str | None:
-        found = self.fetch(name, alias)
-        return None if found is None else found.version
+        return alias_version(self.tracking, name, alias)
 
     def set_alias(self, name: str, alias: str, version: str) -> None:
         with self.tracking.mapped(f"move alias {alias!r} of {name!r} to v{version}"):
