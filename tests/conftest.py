@@ -78,9 +78,9 @@ def library_zoo(tmp_path_factory):
     def get(name, *, train=False):
         # the training-mode variant in a folder of its own: `save` writes the inputs under the model's name
         folder = directory / "train" if train else directory
-        files = Files(folder / f"{name}{'_train' if train else ''}.pt2", folder / f"{name}.npz")
+        files = Files.of(name, folder, train=train)
         onnx_path, verdict_path = files.pt2.with_suffix(".onnx"), files.pt2.with_suffix(".export.json")
-        with _exclusive(directory / f"{name}{'_train' if train else ''}.lock"):
+        with _exclusive(directory / f"{files.pt2.stem}.lock"):
             if not verdict_path.exists():
                 save(name, folder, train=train)
                 export_model(model=files.pt2, inputs=files.inputs, out=onnx_path).write(verdict_path)

@@ -143,6 +143,11 @@ class Files:
     pt2: Path
     inputs: Path
 
+    @classmethod
+    def of(cls, name: str, directory: Path, *, train: bool = False) -> Files:
+        """Where `save` writes `name` in `directory` (the training-mode program under its own name)."""
+        return cls(directory / f"{name}{'_train' if train else ''}.pt2", directory / f"{name}.npz")
+
 
 def save(name: str, directory: Path, *, seed: int = 0, train: bool = False) -> Files:
     """Build `name` (seeded), run a few batches in training mode so BatchNorm statistics are real, then save it
@@ -164,8 +169,7 @@ def save(name: str, directory: Path, *, seed: int = 0, train: bool = False) -> F
     example = tuple(t[:4] for t in tensors.values())  # positional, in forward's order, as users export
     program = torch.export.export(model, example, dynamic_shapes={k: {0: batch} for k in tensors})
     directory.mkdir(parents=True, exist_ok=True)
-    suffix = "_train" if train else ""
-    files = Files(directory / f"{name}{suffix}.pt2", directory / f"{name}.npz")
+    files = Files.of(name, directory, train=train)
     torch.export.save(program, str(files.pt2))
     np.savez(files.inputs, **feeds)
     return files

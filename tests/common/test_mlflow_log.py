@@ -17,7 +17,7 @@ from tests.support.promotion_log import read_promotion_log
 
 
 @pytest.fixture
-def tracking(mlflow_db, tmp_path):
+def tracking(mlflow_db):
     return mlflow_log.connect(mlflow_db, experiment="digits")
 
 
@@ -94,7 +94,7 @@ def test_a_promotion_log_run_created_in_a_race_loses_no_record(tracking):
         mlflow_log.MlflowRegistry(run).append_promotion_log("digits", {"at": "2026-01-01T00:00:01.000+00:00", "n": 1})
     client = MlflowClient(tracking.uri)
     rival = client.create_run(tracking.experiment_id, run_name="promotion-log:digits", start_time=1,
-                              tags={"skewgate.kind": "promotion-log"})
+                              tags={conv.PROMOTION_LOG_TAG: conv.PROMOTION_LOG_KIND})
     client.set_terminated(rival.info.run_id, status="FINISHED")
     with tracking.step_run("promote", pipeline_run_id=None) as run:
         mlflow_log.MlflowRegistry(run).append_promotion_log("digits", {"at": "2026-01-01T00:00:02.000+00:00", "n": 2})

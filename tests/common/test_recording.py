@@ -81,7 +81,7 @@ def test_an_unreachable_tracking_server_makes_the_verdict_an_error_naming_it():
     assert re.search(rf"MLflow at {re.escape(uri)} unreachable", verdict.message)
 
 
-def test_a_verdict_that_could_not_be_recorded_does_not_keep_its_pass(mlflow_db, tmp_path):
+def test_a_verdict_that_could_not_be_recorded_does_not_keep_its_pass(mlflow_db):
     """An unrecorded verdict must not count as evidence: the run is deleted under the step, so logging fails."""
     uri = mlflow_db
 
@@ -94,7 +94,7 @@ def test_a_verdict_that_could_not_be_recorded_does_not_keep_its_pass(mlflow_db, 
     assert f"MLflow at {uri}: log the export verdict failed" in verdict.message
 
 
-def test_a_failed_evaluation_keeps_its_reason_when_recording_fails_too(mlflow_db, tmp_path):
+def test_a_failed_evaluation_keeps_its_reason_when_recording_fails_too(mlflow_db):
     uri = mlflow_db
 
     def evaluate(run):
@@ -122,7 +122,7 @@ def test_without_a_key_nothing_is_signed(monkeypatch):
     assert sign_verdict(passing(None)) is None
 
 
-def test_a_failing_verdict_ends_its_step_run_failed_and_a_passing_one_finished(mlflow_db, tmp_path):
+def test_a_failing_verdict_ends_its_step_run_failed_and_a_passing_one_finished(mlflow_db):
     uri = mlflow_db
     failing = Verdict.from_checks("export", [Check("opset", passed=False)], subject=SUBJECT)
     assert evaluate_and_record("export", lambda run: failing, TrackingOptions(uri=uri, pipeline_run_id="j1")
@@ -165,7 +165,7 @@ def test_the_settings_and_inputs_a_step_passes_are_logged_as_params_and_datasets
     assert datasets["eval.npz"].dataset.digest == "cd" * 6
 
 
-def test_explicit_settings_are_logged_even_when_the_step_errors(mlflow_db, tmp_path):
+def test_explicit_settings_are_logged_even_when_the_step_errors(mlflow_db):
     uri = mlflow_db
 
     def evaluate(run):

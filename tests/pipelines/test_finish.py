@@ -11,7 +11,7 @@ from skewgate.common.verdict import Check, Subject, Verdict
 @pytest.mark.parametrize(("passed", "code", "status", "outcome"), [
     (True, 0, "FINISHED", "promoted"), (False, 1, "FAILED", "blocked"),
 ], ids=["promoted-exits-0", "blocked-exits-1"])
-def test_finish_ends_the_parent_run(mlflow_db, tmp_path, capsys, passed, code, status, outcome):
+def test_finish_ends_the_parent_run(mlflow_db, capsys, passed, code, status, outcome):
     uri = mlflow_db
     tracking = mlflow_log.connect(uri, experiment="digits")
     verdict = Verdict.from_checks("promote", [Check("evidence.export", passed=passed)],

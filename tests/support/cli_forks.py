@@ -9,12 +9,11 @@ when it forks (MLflow's telemetry, its one background thread, is off in the test
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+from tests.support.warm_process import WarmProcess
 
 _WARM = r"""
 import json, logging, os, sys, tempfile
@@ -59,32 +58,19 @@ class Call:
 class Forks:
     """Runs a batch of CLI calls at once (`run`), each in a child forked from the warm process."""
 
-    def __init__(self, process: subprocess.Popen[str]) -> None:
+    def __init__(self, process: WarmProcess) -> None:
         self._process = process
 
     def run(self, argvs: Sequence[Sequence[str]]) -> list[Call]:
         """Every argv (without the `skewgate` in front) at the same time; their exit codes and stderr, in order."""
-        assert self._process.stdin is not None and self._process.stdout is not None
-        self._process.stdin.write(json.dumps([list(a) for a in argvs]) + "\n")
-        self._process.stdin.flush()
-        line = self._process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the warm CLI process ended (exit {self._process.wait()})")
-        return [Call(code, stderr) for code, stderr in json.loads(line)]
+        return [Call(code, stderr) for code, stderr in self._process.ask([list(a) for a in argvs])]
 
 
 @contextmanager
 def warm_cli(*, deadline_s: float = 60.0) -> Iterator[Forks]:
     """A warm CLI process for the block; stopped (stdin closed, then killed after `deadline_s`) on the way out."""
-    process = subprocess.Popen([sys.executable, "-c", _WARM], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               text=True)
+    process = WarmProcess(_WARM)
     try:
         yield Forks(process)
     finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            process.wait(timeout=deadline_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        process.close(deadline_s=deadline_s)

@@ -16,14 +16,12 @@ the native pools that numpy, torch and the allocator start at import have fork h
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import threading
+import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
+
+from tests.support.warm_process import WarmProcess
 
 _WARM = r"""
 import json, os, sys, tempfile, threading, traceback
@@ -79,45 +77,19 @@ class WarmExecutor:
 
     def __init__(self, fallback: Callable[..., int]) -> None:
         self._fallback = fallback
-        self._process: subprocess.Popen[str] | None = None
-        self._lock = threading.Lock()
+        self._warm = WarmProcess(_WARM)
 
     def run(self, full_command: list[str], env_vars: Mapping[str, str] | None = None) -> int:
-        import os
-
         if len(full_command) < 4 or full_command[:2] != ["sh", "-ec"] or _EXECUTOR not in full_command[2]:
             return self._fallback(full_command, env_vars)
-        task = {"source": full_command[3], "args": full_command[4:], "cwd": os.getcwd(),
-                "env": {**os.environ, **(env_vars or {})}}
-        with self._lock:
-            process = self._started()
-            assert process.stdin is not None and process.stdout is not None
-            process.stdin.write(json.dumps(task) + "\n")
-            process.stdin.flush()
-            line = process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the warm KFP executor ended (exit {process.wait()})")
-        code, output = json.loads(line)
+        code, output = self._warm.ask({"source": full_command[3], "args": full_command[4:], "cwd": os.getcwd(),
+                                       "env": {**os.environ, **(env_vars or {})}})
         print(output, end="")  # where kfp.local prints a task's log: run_locally sends it to its log file
         print("\n")
         return int(code)
 
-    def close(self, *, deadline_s: float = 60.0) -> None:
-        if self._process is None:
-            return
-        assert self._process.stdin is not None
-        self._process.stdin.close()
-        try:
-            self._process.wait(timeout=deadline_s)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-
-    def _started(self) -> subprocess.Popen[str]:
-        if self._process is None:
-            self._process = subprocess.Popen([sys.executable, "-c", _WARM], stdin=subprocess.PIPE,
-                                             stdout=subprocess.PIPE, text=True, cwd=Path.cwd())
-        return self._process
+    def close(self) -> None:
+        self._warm.close()
 
 
 @contextmanager
