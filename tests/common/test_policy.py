@@ -1,6 +1,7 @@
 """The release policy: default bounds are the steps' own defaults, each rule refuses a loosened setting naming it,
 and a policy file is read strictly (the file and the field named)."""
 
+import dataclasses
 import json
 
 import pytest
@@ -8,16 +9,18 @@ import pytest
 from skewgate.calibrate.core import CalibrateOptions
 from skewgate.common.errors import InputError
 from skewgate.common.policy import DEFAULT_BOUNDS, STREAM_CHECKS, Bound, GatePolicy, load_policy
-from skewgate.common.steps import RELEASE_GATE_STEPS
+from skewgate.common.steps import RELEASE_GATE_STEPS, STEPS
 from skewgate.common.verdict import Check, Subject, Verdict, settings_json
 from skewgate.compare.run import CompareOptions
 from skewgate.drift.core import DriftOptions
 from skewgate.export.run import ExportOptions
 from skewgate.parity.core import ParityOptions
+from skewgate.preprocess.run import PreprocessOptions
 from skewgate.probe.run import ProbeOptions
 
 OPTIONS = {"export": ExportOptions(), "calibrate": CalibrateOptions(), "drift": DriftOptions(),
-           "parity": ParityOptions(), "probe": ProbeOptions(), "compare": CompareOptions()}
+           "parity": ParityOptions(), "probe": ProbeOptions(), "compare": CompareOptions(),
+           "preprocess": PreprocessOptions()}
 
 
 PASSED = (Check("c", passed=True),)
@@ -27,7 +30,8 @@ def _verdict(step, options, checks=PASSED):
     return Verdict.from_checks(step, checks, subject=Subject("m.onnx", "ab" * 32)).judged_with(options)
 
 
-@pytest.mark.parametrize("bound", DEFAULT_BOUNDS, ids=lambda b: f"{b.step}.{b.setting}")
+@pytest.mark.parametrize("bound", [b for b in DEFAULT_BOUNDS if b.rule != "any"],
+                         ids=lambda b: f"{b.step}.{b.setting}")
 def test_each_default_bound_is_its_steps_own_default(bound):
     """The release gate's defaults are the loosest acceptable: a verdict judged with them passes every bound,
     and each bound sits exactly at the default (not looser)."""
@@ -40,9 +44,90 @@ def test_each_default_bound_is_its_steps_own_default(bound):
 
 
 def test_every_release_gate_step_is_bounded_and_judged_at_its_defaults():
-    assert {b.step for b in DEFAULT_BOUNDS} == set(RELEASE_GATE_STEPS)
+    assert {b.step for b in DEFAULT_BOUNDS} == set(STEPS)
     for step, options in OPTIONS.items():
         assert GatePolicy().problems(_verdict(step, options)) == [], step
+
+
+@pytest.mark.parametrize("step", sorted(OPTIONS))
+def test_every_setting_a_step_records_has_exactly_one_default_rule(step):
+    """Default deny holds only if the table is complete: an option without a rule would be refused in every
+    release, and a rule without an option names nothing."""
+    recorded = set(_leaves(_verdict(step, OPTIONS[step]).settings))
+    ruled = [b.setting for b in DEFAULT_BOUNDS if b.step == step]
+    assert len(ruled) == len(set(ruled))
+    assert set(ruled) == recorded
+
+
+def _leaves(settings, prefix=""):
+    for key, value in settings.items():
+        if key == "thresholds" or (prefix and isinstance(value, dict)):  # compare's: a rule per metric and field
+            yield from _leaves(value, prefix=f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}"
+
+
+LOOSE_TOLERANCE = {"rtol": 1.0, "atol": 1.0}
+# For each `equals` rule, a value other than the default: an override set, a second draw, another alias or output
+OTHER_VALUE = {("export", "tolerances"): ["logits=0.1,0.1"], ("export", "allow_pickle"): True,
+               ("drift", "correction"): "bonferroni", ("drift", "id_selection_share"): 0.5,
+               ("drift", "min_expected"): 1.0, ("drift", "seed"): 7,
+               ("parity", "tolerances"): {"logits": LOOSE_TOLERANCE}, ("parity", "layer_tolerance"): LOOSE_TOLERANCE,
+               ("parity", "seed"): 7,
+               ("probe", "tolerances"): {"logits": LOOSE_TOLERANCE}, ("compare", "seed"): 7,
+               ("compare", "alias"): "staging", ("compare", "output"): "logits_2",
+               ("preprocess", "tolerance"): LOOSE_TOLERANCE}
+
+
+def _loosened(bound):
+    """A value of `bound`'s setting looser than its default: a limit moved by a factor of two, or another value."""
+    if bound.rule == "at_most":
+        return bound.value * 2
+    if bound.rule == "at_least":
+        return bound.value / 2 if isinstance(bound.value, float) else bound.value // 2
+    return OTHER_VALUE[bound.step, bound.setting]
+
+
+def _with_settings(verdict, **changes):
+    settings = settings_json(verdict.settings)
+    for path, value in changes.items():
+        *parents, last = path.split(".")
+        holder = settings
+        for part in parents:
+            holder = holder[part]
+        holder[last] = value
+    return dataclasses.replace(verdict, settings=settings)
+
+
+@pytest.mark.parametrize("bound", [b for b in DEFAULT_BOUNDS if b.rule != "any"],
+                         ids=lambda b: f"{b.step}.{b.setting}")
+def test_every_option_loosened_alone_is_refused_at_the_defaults(bound):
+    """Each judged setting, loosened by itself (a limit moved by a factor of two, an override set, a second
+    seed), makes an otherwise default verdict one the default policy refuses, naming that setting."""
+    verdict = _with_settings(_verdict(bound.step, OPTIONS[bound.step]), **{bound.setting: _loosened(bound)})
+    (problem,) = GatePolicy().problems(verdict)
+    assert problem.startswith(f"judged with {bound.setting} = "), problem
+
+
+@pytest.mark.parametrize(("step", "changes", "named"), [
+    pytest.param("drift", {"permutations": 1}, "permutations = 1", id="drift-one-permutation"),
+    pytest.param("parity", {"max_samples": 1}, "max_samples = 1", id="parity-one-sample"),
+    pytest.param("drift", {"new_knob": 3}, "new_knob = 3, which no rule", id="unknown-setting"),
+    pytest.param("compare", {"thresholds.accuracy.ceiling": 2}, "thresholds.accuracy.ceiling = 2, which no rule",
+                 id="unknown-threshold-field"),
+    pytest.param("compare", {"thresholds.top5": {"floor": 0.1}}, "thresholds.top5 = {", id="unknown-metric"),
+])
+def test_a_setting_outside_the_defaults_is_refused(step, changes, named):
+    problems = GatePolicy().problems(_with_settings(_verdict(step, OPTIONS[step]), **changes))
+    assert len(problems) == 1 and named in problems[0], problems
+
+
+def test_compare_must_have_judged_against_the_alias_being_promoted():
+    staged = _verdict("compare", CompareOptions(alias="staging"))
+    (problem,) = GatePolicy().problems(staged)
+    assert 'alias = "staging", the policy accepts only "champion"' in problem
+    assert GatePolicy().promoting("staging").problems(staged) == []
+    assert GatePolicy().promoting("staging").problems(_verdict("compare", CompareOptions()))
 
 
 @pytest.mark.parametrize(("step", "options", "named"), [
@@ -84,8 +169,8 @@ def test_a_tightened_setting_is_accepted(options):
 def test_a_verdict_that_does_not_say_its_settings_is_refused_where_the_policy_bounds_them():
     unsaid = Verdict.from_checks("parity", [Check("c", passed=True)], subject=Subject("m.onnx", "ab" * 32))
     (problem,) = GatePolicy().problems(unsaid)
-    assert "does not say the settings it was judged with" in problem and "min_layer_sqnr_db" in problem
-    assert GatePolicy(bounds=()).problems(unsaid) == []  # a policy that bounds nothing asks nothing
+    assert "does not say the settings it was judged with" in problem
+    assert GatePolicy(bounds=()).problems(unsaid) == [problem]  # default deny: nothing to judge is no pass
 
 
 def _policy_file(tmp_path, document, suffix=".yaml"):

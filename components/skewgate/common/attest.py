@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from skewgate.common.documents import parse_json
 from skewgate.common.errors import InputError
 from skewgate.common.io import read_regular_file
 from skewgate.common.verdict import Verdict
@@ -212,7 +213,12 @@ def open_envelope(envelope: Mapping[str, Any], trusted: Mapping[str, Ed25519Publ
             public.verify(base64.b64decode(str(entry.get("sig", "")), validate=True), pae(PAYLOAD_TYPE, body))
         except (InvalidSignature, ValueError):
             continue
-        opened: dict[str, Any] = json.loads(body)
+        try:
+            opened = parse_json(body, source="the envelope's payload", expected="an in-toto statement")
+        except InputError as err:
+            raise SignatureInvalid(str(err)) from err
+        if not isinstance(opened, dict):
+            raise SignatureInvalid(f"the envelope's payload is a JSON {type(opened).__name__}, not a statement")
         if opened.get("_type") != STATEMENT_TYPE:
             raise SignatureInvalid(f"statement _type {opened.get('_type')!r}, expected {STATEMENT_TYPE}")
         return opened, str(entry["keyid"])
@@ -251,11 +257,9 @@ def read_envelope(path: str | Path) -> dict[str, Any]:
             raise SignatureInvalid(f"unsigned: no {path.name} beside the verdict") from err
         raise
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise SignatureInvalid(f"{path.name} is not a DSSE envelope ({err})") from err
-    except RecursionError as err:
-        raise SignatureInvalid(f"{path.name} is not a DSSE envelope (JSON nested too deeply)") from err
+        data = parse_json(raw, source=path.name, expected="a DSSE envelope (one JSON line)")
+    except InputError as err:
+        raise SignatureInvalid(f"{path.name} is not a DSSE envelope ({err.found})") from err
     if not isinstance(data, dict):
         raise SignatureInvalid(f"{path.name} is not a DSSE envelope (a JSON {type(data).__name__})")
     return data

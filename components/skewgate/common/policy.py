@@ -24,6 +24,12 @@ alphas, SQNR floors, sample counts), `equals` (exactly this value: an override t
 and `any` (no bound). A setting is a dotted path into the verdict's settings. `null` (a limit not applied) is
 never within `at_most`/`at_least`. With no file, the policy is the release gate's defaults (`DEFAULT_BOUNDS`: each
 step's own defaults, so a pipeline run with the documented defaults passes and any loosening is refused).
+
+Default deny: every setting a verdict records is judged by a rule. `DEFAULT_BOUNDS` has one for every option of
+every step (those that only name output files are not recorded at all); a setting no rule names — an option a
+newer step added, a field a hand-made verdict carries — is refused, and so is a verdict that records none. The file
+is read by `common.documents` (no YAML anchors or aliases, no duplicate keys, bounded nesting and integers), and one
+step named twice (`calibrate` and `calibrate-int8`) is an error, never a silent overwrite.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from skewgate.common.errors import InputError
-from skewgate.common.steps import RELEASE_GATE_STEPS, resolve_steps
+from skewgate.common.steps import DEFAULT_ALIAS, RELEASE_GATE_STEPS, resolve_steps
 from skewgate.common.verdict import Verdict
 
 Rule = Literal["at_most", "at_least", "equals", "one_of", "any"]
@@ -86,28 +92,67 @@ def _bounds(step: str, rules: Mapping[str, tuple[Rule, Any]]) -> tuple[Bound, ..
     return tuple(Bound(step, setting, rule, value) for setting, (rule, value) in rules.items())
 
 
-# The release gate's defaults, as the loosest acceptable settings (tests/common/test_policy.py holds each equal to
-# its step's options default). Direction is per setting: a larger tolerance, budget or p99 loosens; a smaller
-# alpha, SQNR floor or sample count loosens; compare's wider interval (higher confidence) loosens, since it
-# blocks only when the whole interval shows a regression; Bonferroni is looser than Benjamini–Hochberg.
+ANY: tuple[Rule, Any] = ("any", True)  # the setting says what was judged (a layout, a server, a file), not how
+# strictly: any value is judged as strictly as the default
+
+# Every setting each step's verdict records, with the loosest value the release gate accepts (tests/common/
+# test_policy.py holds the table to the steps' options: every option has a rule, each rule sits exactly at its
+# option's default, and a loosened value of each is refused). Default deny: a setting no rule names is refused,
+# so an option added to a step is refused until a rule here (or in a policy file) judges it. Direction is per
+# setting: a larger tolerance, budget or p99 loosens; a smaller alpha, SQNR floor or sample count loosens;
+# compare's wider interval (higher confidence) loosens, since it blocks only when the whole interval shows a
+# regression; Bonferroni is looser than Benjamini–Hochberg; a seed other than the default is a second draw.
 DEFAULT_BOUNDS: tuple[Bound, ...] = (
-    *_bounds("export", {"max_samples": ("at_least", 64), "tolerances": ("equals", [])}),
+    *_bounds("export", {"max_samples": ("at_least", 64), "tolerances": ("equals", []),
+                        "allow_pickle": ("equals", False), "states": ANY}),
     *_bounds("calibrate", {"max_accuracy_drop": ("at_most", 0.01), "max_fallback_layers": ("at_most", 8),
                            "min_calibration_samples": ("at_least", 32), "max_uncovered": ("at_most", 0.01),
-                           "outlier_ratio": ("at_most", 10.0)}),
+                           "outlier_ratio": ("at_most", 10.0), "min_int8_mac_share": ("at_least", 0.8),
+                           # how the INT8 file is made, which the budget then judges
+                           "method": ANY, "per_channel": ANY, "equalize": ANY, "batch_size": ANY}),
     *_bounds("drift", {"alpha_ks": ("at_least", 0.05), "alpha_mmd": ("at_least", 0.05),
                        "correction": ("equals", "bh"), "min_effect": ("at_most", 0.05),
-                       "nan_tolerance": ("at_most", 0.05)}),
+                       "nan_tolerance": ("at_most", 0.05), "permutations": ("at_least", 200),
+                       # fewer rows or features behind a statistic: a coarser test
+                       "exact_max_rows": ("at_least", 2000), "permutation_max_rows": ("at_least", 25_000),
+                       "mmd_max_rows": ("at_least", 131_072), "sample_rows": ("at_least", 8192),
+                       "rff_features": ("at_least", 510), "exact_rows": ("at_least", 131_072),
+                       "sketch_capacity": ("at_least", 4096), "sketch": ("at_least", 4096),
+                       "max_categories": ("at_least", 1000), "id_selection_share": ("equals", 0.25),
+                       "min_expected": ("equals", 5.0), "seed": ("equals", 0),
+                       "batch_rows": ANY, "feature_axes": ANY, "ids": ANY}),  # memory; the data's layout
     *_bounds("parity", {"tolerances": ("equals", {}), "layer_tolerance": ("equals", None),
                         "min_layer_sqnr_db": ("at_least", 20.0), "min_output_sqnr_db": ("at_least", 15.0),
-                        "min_top1_agreement": ("at_least", 0.99), "max_kl_divergence": ("at_most", 0.05)}),
+                        "min_top1_agreement": ("at_least", 0.99), "max_kl_divergence": ("at_most", 0.05),
+                        "max_samples": ("at_least", 256), "seed": ("equals", 0),
+                        # what is compared (the pipeline runs layerwise; stream mode adds checks a stateful
+                        # release requires), on what and where; deadlines bound waiting, not judging
+                        "layerwise": ANY, "batch_size": ANY, "triton_protocol": ANY, "triton_deadline_s": ANY,
+                        "fp16_cuda": ANY, "stream_onnx": ANY, "states": ANY, "initial_state": ANY}),
     *_bounds("probe", {"tolerances": ("equals", {}), "max_p99_ms": ("at_most", 1000.0),
-                       "max_samples": ("at_least", 16)}),
+                       "max_samples": ("at_least", 16), "requests_per_level": ("at_least", 40),
+                       "max_sequences": ("at_least", 4),
+                       # the server, the model version and how they are reached; what a stateful model keeps
+                       "protocol": ANY, "version": ANY, "headers": ANY, "tls": ANY, "ca_certificate": ANY,
+                       "deadline_s": ANY, "load_model": ANY, "concurrency_levels": ANY, "stream": ANY,
+                       "states": ANY, "initial_state": ANY, "first_correlation_id": ANY}),
     *_bounds("compare", {"thresholds.accuracy.max_regression": ("at_most", 0.005),
                          "thresholds.macro_f1.max_regression": ("at_most", 0.005),
                          "thresholds.mae.max_relative_regression": ("at_most", 0.02),
                          "thresholds.rmse.max_relative_regression": ("at_most", 0.02),
-                         "confidence": ("at_most", 0.95)}),
+                         # unset by default: a floor or a second limit only adds a requirement (the smaller limit
+                         # applies)
+                         "thresholds.accuracy.floor": ANY, "thresholds.accuracy.max_relative_regression": ANY,
+                         "thresholds.macro_f1.floor": ANY, "thresholds.macro_f1.max_relative_regression": ANY,
+                         "thresholds.mae.floor": ANY, "thresholds.mae.max_regression": ANY,
+                         "thresholds.rmse.floor": ANY, "thresholds.rmse.max_regression": ANY,
+                         "confidence": ("at_most", 0.95), "resamples": ("at_least", 1000), "seed": ("equals", 0),
+                         "alias": ("equals", DEFAULT_ALIAS),  # promote and verify: the alias they judge
+                         "output": ("equals", None), "min_slice_size": ("at_most", 30),
+                         "max_slices": ("at_least", 50), "max_churn": ANY,  # None: not gated; a number gates
+                         # the thresholds in force are judged above; the task and arrays describe the data
+                         "threshold_specs": ANY, "task": ANY, "slice_key": ANY, "labels_key": ANY}),
+    *_bounds("preprocess", {"tolerance": ("equals", None), "array": ANY}),
 )
 
 
@@ -122,21 +167,31 @@ class GatePolicy:
     source: str = DEFAULT_SOURCE  # the policy file, or the defaults
 
     def problems(self, verdict: Verdict) -> list[str]:
-        """Why `verdict` does not meet this policy's bounds and required checks for its step (empty: it does)."""
-        bounds = [b for b in self.bounds if b.step == verdict.step and b.rule != "any"]
+        """Why `verdict` does not meet this policy's bounds and required checks for its step (empty: it does).
+        Default deny: a verdict that does not say its settings, and a setting no rule names, are refused."""
+        bounds = [b for b in self.bounds if b.step == verdict.step]
         problems = []
-        if bounds and not verdict.settings:
+        if not verdict.settings:
             problems.append(f"the verdict does not say the settings it was judged with (schema "
-                            f"{verdict.schema_version}); the policy ({self.source}) bounds "
-                            f"{', '.join(b.setting for b in bounds)}")
+                            f"{verdict.schema_version}), so the policy ({self.source}) cannot judge them")
         else:
             problems += [f"judged with {p}" for p in (b.problem(verdict.settings) for b in bounds) if p]
+            named = {b.setting for b in bounds}
+            problems += [f"judged with {setting} = {_show(value)}, which no rule of the policy ({self.source}) "
+                         f"names: a {verdict.step} setting is judged only by a rule (`settings.{verdict.step}."
+                         f"{setting}`)" for setting, value in unnamed_settings(verdict.settings, named)]
         for pattern in self.checks.get(verdict.step, ()):
             held = [c for c in verdict.checks if fnmatch.fnmatchcase(c.name, pattern)]
             if not held:
                 problems.append(f"no check {pattern!r}, which the policy ({self.source}) requires")
             problems += [f"check {c.name} failed, which the policy requires" for c in held if not c.passed]
         return problems
+
+    def promoting(self, alias: str) -> GatePolicy:
+        """This policy for a promotion to (or a check of) `alias`: compare must have judged against the version that
+        very alias holds, whatever the file says of `compare.alias`."""
+        bounds = [b for b in self.bounds if (b.step, b.setting) != ("compare", "alias")]
+        return replace(self, bounds=(*bounds, Bound("compare", "alias", "equals", alias)))
 
     def requiring(self, checks: Mapping[str, Sequence[str]]) -> GatePolicy:
         """This policy, with `checks` (step → check names or globs) required besides its own."""
@@ -155,17 +210,13 @@ def load_policy(path: str | Path, *, required: Sequence[str] = RELEASE_GATE_STEP
     """The policy in `path` (JSON or YAML), over the defaults: its `settings` rules replace the default rule of
     the settings they name; `required` and `allow_warn` (the caller's, when the file does not name them). Anything
     malformed is an `InputError` naming the file and the field."""
-    import yaml
-
+    from skewgate.common.documents import parse_yaml
     from skewgate.common.io import read_regular_file
 
     path = Path(path)
-    raw = read_regular_file(path, limit=MAX_POLICY_BYTES, expected="a policy file (JSON or YAML)")
-    try:
-        document = yaml.safe_load(raw.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as err:
-        raise InputError(path, expected="a policy file (JSON or YAML)", found=f"{type(err).__name__}: {err}") \
-            from err
+    expected = "a policy file (JSON or YAML)"
+    document = parse_yaml(read_regular_file(path, limit=MAX_POLICY_BYTES, expected=expected), source=str(path),
+                          expected=expected)
     return parse_policy(document, source=str(path), required=required, allow_warn=allow_warn)
 
 
@@ -223,10 +274,14 @@ def write_policy(text: str, folder: Path) -> str:
 def _steps_mapping(value: Any, *, source: str, key: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InputError(source, field=key, expected="a mapping of step → …", found=type(value).__name__)
-    resolved = {}
+    resolved: dict[str, Any] = {}
+    spelt: dict[str, str] = {}
     for name, item in value.items():
         (step,) = resolve_steps([str(name)], source=f"{source}: {key}")
-        resolved[step] = item
+        if step in resolved:  # `calibrate` and `calibrate-int8`: one would silently overwrite the other
+            raise InputError(source, field=f"{key}.{name}", expected=f"one entry for the step {step!r}",
+                             found=f"both {spelt[step]!r} and {name!r}")
+        resolved[step], spelt[step] = item, str(name)
     return resolved
 
 
@@ -244,6 +299,21 @@ def _bound(step: str, setting: str, rule: Any, *, source: str) -> Bound:
     if name == "any" and value is not True:
         raise InputError(source, field=f"{where}.any", expected="true", found=repr(value))
     return Bound(step, setting, name, value)
+
+
+def unnamed_settings(settings: Mapping[str, Any], named: set[str], prefix: str = "") -> list[tuple[str, Any]]:
+    """The settings (dotted paths, with their values) that no rule in `named` judges: a rule names a setting, or a
+    mapping of them as a whole (`tolerances`); a mapping whose parts some rule names is looked into."""
+    found = []
+    for key, value in settings.items():
+        path = f"{prefix}{key}"
+        if path in named:
+            continue
+        if isinstance(value, Mapping) and value and any(n.startswith(path + ".") for n in named):
+            found += unnamed_settings(value, named, prefix=path + ".")
+        else:
+            found.append((path, value))
+    return found
 
 
 def _lookup(settings: Mapping[str, Any], path: str) -> tuple[bool, Any]:

@@ -298,16 +298,12 @@ class Verdict:
         """The verdict, and the very bytes it was parsed from (to digest and store without reading the file
         again). The file must be a regular file of at most `MAX_VERDICT_BYTES` (`io.read_regular_file`: a FIFO
         or a device in a verdicts folder is refused, never read)."""
+        from skewgate.common.documents import parse_json
         from skewgate.common.io import read_regular_file
 
         path = Path(path)
         raw = read_regular_file(path, limit=MAX_VERDICT_BYTES, expected="a verdict JSON file")
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise InputError(path, expected="a verdict JSON file", found=f"invalid JSON ({err})") from err
-        except RecursionError as err:
-            raise InputError(path, expected="a verdict JSON file", found="JSON nested too deeply") from err
+        data = parse_json(raw, source=str(path), expected="a verdict JSON file")
         return cls.from_dict(data, source=str(path)), raw
 
 

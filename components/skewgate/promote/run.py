@@ -77,7 +77,7 @@ def run(*, model_name: str, onnx: Path, verdicts_dir: Path, options: PromoteOpti
     try:
         required = resolve_steps(options.required)
         gates = (load_policy(options.policy, required=required, allow_warn=options.allow_warn) if options.policy
-                 else GatePolicy(required=required, allow_warn=options.allow_warn))
+                 else GatePolicy(required=required, allow_warn=options.allow_warn)).promoting(options.alias)
         if step is not None:
             gates = gates.requiring(STREAM_CHECKS)
         validate_target(model_name, options.alias)

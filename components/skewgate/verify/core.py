@@ -109,15 +109,13 @@ def _loaded_file(model_dir: Path) -> tuple[str | None, str]:
     `python_function` flavour's `loader_module` and hands it that flavour's own `data:`, after putting its `code:`
     folders on `sys.path`. So: exactly the two flavours promote writes, `mlflow.onnx` as the loader, one `data:`
     for both, no code, and a regular file inside the folder."""
-    import yaml
+    from skewgate.common.documents import parse_yaml
 
     try:
         text = read_regular_file(model_dir / MLMODEL, limit=MAX_MLMODEL_BYTES, expected="an MLmodel file")
-        document = yaml.safe_load(text)
+        document = parse_yaml(text, source=MLMODEL, expected="an MLmodel file (YAML)")
     except InputError as err:
         return None, str(err)
-    except yaml.YAMLError as err:
-        return None, f"{MLMODEL} is not YAML: {type(err).__name__}"
     flavors = document.get("flavors") if isinstance(document, dict) else None
     if not isinstance(flavors, dict):
         return None, f"{MLMODEL} has no flavours"

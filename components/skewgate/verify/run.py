@@ -48,7 +48,8 @@ def _verdict(*, model_name: str, options: VerifyOptions, tracking: TrackingOptio
         from skewgate.verify.core import verify_champion
 
         required = resolve_steps(options.required, source="--require")
-        gates = load_policy(options.policy, required=required) if options.policy else GatePolicy(required=required)
+        gates = (load_policy(options.policy, required=required) if options.policy
+                 else GatePolicy(required=required)).promoting(options.alias)
         trusted = attest.load_trusted_keys(attest.trusted_key_paths(options.trusted_keys))
         if not tracking.uri:
             raise SkewgateError("no registry: set --tracking-uri or MLFLOW_TRACKING_URI")

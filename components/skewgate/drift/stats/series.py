@@ -40,7 +40,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from skewgate.common.documents import parse_json
 from skewgate.common.errors import InputError
+from skewgate.common.io import read_regular_file
 from skewgate.common.mlflow_conventions import SERIES_TAG_PREFIX
 from skewgate.common.verdict import Check, Verdict, derive_status
 from skewgate.drift.stats import ks
@@ -55,6 +57,7 @@ REFERENCE = ("Ramdas et al. 2023, Game-theoretic statistics and safe anytime-val
              "Vovk & Wang 2021 calibrators")
 # tags on the champion that carry the state from night to night (the same fields as the JSON state)
 TAG_PREFIX = SERIES_TAG_PREFIX
+MAX_STATE_BYTES = 64 * 1024  # a state is a dozen numbers; an artifact an attacker could swap is read bounded
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,7 +116,9 @@ class SeriesState:
     @classmethod
     def from_tags(cls, tags: Mapping[str, str]) -> SeriesState | None:
         text = tags.get(TAG_PREFIX + "state")
-        return None if not text else cls.from_json(json.loads(text), where=TAG_PREFIX + "state")
+        where = TAG_PREFIX + "state"
+        return None if not text else cls.from_json(parse_json(text, source=where, expected="a series state"),
+                                                   where=where)
 
 
 def load_state(path: str | Path) -> SeriesState | None:
@@ -121,10 +126,10 @@ def load_state(path: str | Path) -> SeriesState | None:
     path = Path(path)
     if not path.is_file() or path.stat().st_size == 0:  # an empty KFP artifact file: no state either
         return None
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise InputError(path, expected="a series state (JSON)", found=str(err)) from err
+    data = parse_json(read_regular_file(path, limit=MAX_STATE_BYTES, expected="a series state (JSON)"),
+                      source=str(path), expected="a series state (JSON)")
+    if not isinstance(data, dict):
+        raise InputError(path, expected="a series state (a JSON object)", found=type(data).__name__)
     return SeriesState.from_json(data, where=str(path))
 
 
