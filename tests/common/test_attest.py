@@ -5,6 +5,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from skewgate.common import attest
+from skewgate.common.errors import InputError
 from skewgate.common.verdict import Check, Subject, Verdict
 
 ENVELOPE = {"payloadType": attest.PAYLOAD_TYPE, "payload": "eyJfdHlwZSI6ICJ4In0=",
@@ -62,3 +63,43 @@ def test_malformed_run_annotations_are_refused():
     statement["subject"][0]["annotations"][attest.RECORDED_AT_ANNOTATION] = "late"
     with pytest.raises(attest.SignatureInvalid, match="malformed run annotations"):
         attest.run_context(statement)
+
+
+@pytest.mark.parametrize("content", [
+    pytest.param('{"payload": ' + "[" * 20_000 + "]" * 20_000 + "}", id="20000-deep"),
+    pytest.param('{"payloadType": 1' + "0" * 5000 + "}", id="5000-digit-int"),
+    pytest.param('{"payload": "a", "payload": "b"}', id="duplicate-key"),
+])
+def test_a_hostile_envelope_is_a_refusal_not_a_traceback(tmp_path, content):
+    path = tmp_path / "export.intoto.jsonl"
+    path.write_text(content)
+    with pytest.raises(attest.SignatureInvalid, match=r"export\.intoto\.jsonl is not a DSSE envelope"):
+        attest.read_envelope(path)
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o620], ids=["group-readable", "world-readable", "group-writable"])
+def test_a_signing_key_others_can_read_is_refused_as_ssh_refuses_it(tmp_path, keys, mode):
+    key = tmp_path / "skewgate.key"
+    key.write_bytes(keys[0].read_bytes())
+    key.chmod(0o600)
+    assert attest.load_signing_key(key).keyid
+    key.chmod(mode)
+    with pytest.raises(InputError, match=rf"skewgate\.key: expected a private key only its owner can read "
+                                         rf"\(chmod 600 .*\), found mode 0{mode:o}"):
+        attest.load_signing_key(key)
+
+
+def test_a_kubernetes_secret_volume_key_is_read_at_the_mode_kubelet_gives_it(tmp_path, keys):
+    """kubelet's atomic layout: the file lives in a timestamped folder, `..data` links to it, and the key's name
+    links through `..data`; its mode is the volume's default 0644, which a KFP task cannot change."""
+    volume = tmp_path / "skewgate-signing"
+    (volume / "..2026_12_04_10_00_00.1").mkdir(parents=True)
+    (volume / "..2026_12_04_10_00_00.1" / "skewgate.key").write_bytes(keys[0].read_bytes())
+    (volume / "..2026_12_04_10_00_00.1" / "skewgate.key").chmod(0o644)
+    (volume / "..data").symlink_to("..2026_12_04_10_00_00.1")
+    (volume / "skewgate.key").symlink_to("..data/skewgate.key")
+    assert attest.load_signing_key(volume / "skewgate.key").keyid
+    plain = tmp_path / "skewgate.key"
+    plain.symlink_to(volume / "..2026_12_04_10_00_00.1" / "skewgate.key")  # a link, but not that layout
+    with pytest.raises(InputError, match="found mode 0644"):
+        attest.load_signing_key(plain)

@@ -216,6 +216,15 @@ def test_a_json_policy_lifts_a_bound_with_any_and_requires_checks(tmp_path):
     pytest.param("schema_version: 2\n", "schema_version", "1", id="future-schema"),
     pytest.param("- export\n", None, "a policy: a mapping", id="not-a-mapping"),
     pytest.param("settings: {parity: [1]\n", None, "a policy file (JSON or YAML)", id="not-yaml"),
+    pytest.param("settings:\n  calibrate: {max_accuracy_drop: {at_most: 0.01}}\n  calibrate-int8: {}\n",
+                 "settings.calibrate-int8", "both 'calibrate' and 'calibrate-int8'", id="one-step-two-names"),
+    pytest.param("checks:\n  probe: [a]\n  triton-probe: [b]\n", "checks.triton-probe", "one entry for the step",
+                 id="checks-one-step-two-names"),
+    pytest.param("allow_warn: false\nallow_warn: true\n", None, "the key 'allow_warn' twice", id="duplicate-key"),
+    pytest.param("a: &a [1, 2]\nb: [*a, *a]\n", None, "aliases and anchors are not accepted", id="yaml-anchor"),
+    pytest.param("required: " + "[" * 20_000 + "]" * 20_000 + "\n", None, "nesting deeper than 64",
+                 id="20000-deep"),
+    pytest.param("schema_version: " + "1" * 5000 + "\n", None, "an integer of 5000 digits", id="5000-digit-int"),
 ])
 def test_a_malformed_policy_is_an_input_error_naming_the_file_and_field(tmp_path, text, field, expected):
     path = _policy_file(tmp_path, text)

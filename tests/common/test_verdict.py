@@ -72,6 +72,10 @@ def test_other_schema_version_is_an_input_error_naming_file_and_field(tmp_path):
         pytest.param("{not json", "invalid JSON", id="invalid-json"),
         pytest.param("[1, 2]", "list", id="not-an-object"),
         pytest.param('{"schema_version": 1, "step": "s"}', "no such field", id="missing-fields"),
+        pytest.param('{"schema_version": ' + "3" * 5000 + "}", "an integer of 5000 digits", id="5000-digit-int"),
+        pytest.param('{"details": ' + "[" * 20_000 + "]" * 20_000 + "}", "nesting deeper than 64",
+                     id="20000-deep"),
+        pytest.param('{"status": "fail", "status": "pass"}', "the key 'status' twice", id="duplicate-key"),
     ],
 )
 def test_malformed_verdict_files_are_input_errors(tmp_path, content, found):

@@ -117,12 +117,29 @@ def load_signing_key(path: str | Path) -> SigningKey:
     path = Path(path)
     try:
         pem = read_regular_file(path, limit=MAX_KEY_BYTES, expected="an Ed25519 private key (PEM)")
+        _check_private(path)
         key = serialization.load_pem_private_key(pem, password=None)
     except (ValueError, TypeError) as err:
         raise InputError(path, expected="an unencrypted Ed25519 private key (PEM)", found=str(err)) from err
     if not isinstance(key, Ed25519PrivateKey):
         raise InputError(path, expected="an Ed25519 private key", found=type(key).__name__)
     return SigningKey(key, keyid(key.public_key()))
+
+
+def _check_private(path: Path) -> None:
+    """Refuse a signing key that group or others may read, as ssh refuses such an identity file: whoever reads it
+    can sign verdicts. A Kubernetes Secret volume is the exception: kubelet writes its files 0644 (KFP cannot set
+    the volume's mode) behind the `..data` link of its atomic layout, and the pod is the boundary there."""
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077 and not _in_secret_volume(path):
+        raise InputError(path, expected=f"a private key only its owner can read (chmod 600 {path})",
+                         found=f"mode {mode:04o}: readable or writable by group or others")
+
+
+def _in_secret_volume(path: Path) -> bool:
+    data = path.parent / "..data"
+    return path.is_symlink() and data.is_symlink() and \
+        path.resolve().parent == data.resolve()
 
 
 def signing_key_from_env(explicit: str | Path | None = None) -> SigningKey | None:
