@@ -16,9 +16,9 @@ from skewgate.common.errors import InputError
 M = "tests.preprocess.preprocessing_fns"
 
 
-def test_the_process_exits_with_the_gate_code_after_writing_report_stdout_and_mlflow(tmp_path):
+def test_the_process_exits_with_the_gate_code_after_writing_report_stdout_and_mlflow(tmp_path, mlflow_db):
     np.savez(tmp_path / "raw.npz", images=np.arange(24.0).reshape(6, 4))
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
     done = subprocess.run([sys.executable, "-m", "skewgate", "preprocess", "--train", f"{M}:train", "--serve",
                            f"{M}:serve_unscaled", "--raw", str(tmp_path / "raw.npz"), "--report",
                            str(tmp_path / "r.json"), "--tracking-uri", uri, "--experiment", "exit"],
@@ -101,10 +101,22 @@ def test_verbose_adds_the_traceback_to_the_one_line(tmp_path):
     assert "Traceback" in done.stderr and done.stderr.splitlines()[-1].startswith("skewgate preprocess: --tracking-uri")
 
 
-@pytest.mark.parametrize("uri", ["sqlite:///{tmp}/m.db", "sqlite:////abs/m.db", "http://127.0.0.1:5000",
+@pytest.mark.parametrize("uri", ["sqlite:///{tmp}/m.db", "sqlite:///{tmp}/m.db?timeout=5", "http://127.0.0.1:5000",
                                  "https://mlflow.example", "databricks", "postgresql+psycopg2://u@h/db", ""])
 def test_tracking_uris_mlflow_reads_as_meant_pass_unchanged(tmp_path, uri):
+    (tmp_path / "m.db").touch()
     assert check_tracking_uri(uri.format(tmp=tmp_path)) == uri.format(tmp=tmp_path)
+
+
+@pytest.mark.parametrize("uri", ["sqlite:///{tmp}/mlfow.db", "sqlite:///{tmp}/new/mlflow.db"],
+                         ids=["typo", "no-folder"])
+def test_a_store_that_does_not_exist_is_refused_and_not_created(tmp_path, uri):
+    """MLflow would make an empty store there, and compare would find no champion in it: "first promotion"."""
+    (tmp_path / "mlflow.db").touch()
+    uri = uri.format(tmp=tmp_path)
+    with pytest.raises(InputError, match=re.escape(f"mlflow db upgrade {uri}`), found no registry at ")):
+        check_tracking_uri(uri)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]
 
 
 @pytest.mark.parametrize(("uri", "found"), [
@@ -126,9 +138,9 @@ def test_the_file_store_is_taken_only_where_mlflow_takes_it(tmp_path, monkeypatc
     with pytest.raises(InputError, match="MLFLOW_ALLOW_FILE_STORE=true"):
         check_tracking_uri(tmp_path.as_uri())
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
-    assert check_tracking_uri(tmp_path.as_uri(), reads_only=True) == tmp_path.as_uri()
-    with pytest.raises(InputError, match="no folder"):
-        check_tracking_uri((tmp_path / "nowhere").as_uri(), reads_only=True)
+    assert check_tracking_uri(tmp_path.as_uri()) == tmp_path.as_uri()
+    with pytest.raises(InputError, match="no registry at"):
+        check_tracking_uri((tmp_path / "nowhere").as_uri())
 
 
 def test_a_uri_from_the_environment_is_named_as_such(monkeypatch):

@@ -192,8 +192,8 @@ def test_an_mlflow_pytorch_model_uri_is_exported_with_a_dynamic_batch(mlflow_db,
     assert verdict.subject.source == f"runs:/{run.info.run_id}/model"
 
 
-def test_an_mlflow_uri_that_does_not_resolve_is_bad_input(tmp_path, example_npz, monkeypatch):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+def test_an_mlflow_uri_that_does_not_resolve_is_bad_input(tmp_path, example_npz, monkeypatch, mlflow_db):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_db)
     with pytest.raises(InputError, match="expected an MLflow pytorch model URI"):
         export_model(model="runs:/0123456789abcdef/model", inputs=example_npz, out=tmp_path / "m.onnx",
                      options=ExportOptions(allow_pickle=True))

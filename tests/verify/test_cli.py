@@ -29,8 +29,9 @@ def test_a_store_that_does_not_exist_exits_2_and_is_not_created(tmp_path, public
     store = tmp_path / "nowhere" / "mlflow.db"
     done = _verify(f"sqlite:///{store}", public_key)
     assert done.returncode == 2, done.stderr
-    assert done.stderr.splitlines() == [f"skewgate verify: --tracking-uri: expected an existing MLflow store, found "
-                                        f"no file '{store}' (this command only reads: check the path)"]
+    assert done.stderr.splitlines() == [
+        f"skewgate verify: --tracking-uri: expected an existing MLflow store (skewgate never creates one; make it on "
+        f"purpose with `mlflow db upgrade sqlite:///{store}`), found no registry at {store}"]
     assert not store.parent.exists()
 
 

@@ -32,12 +32,12 @@ def _outputs(tmp_path):
     return {name: SimpleNamespace(path=str(tmp_path / name), metadata={}) for name in ("verdict", "report")}
 
 
-def test_a_registry_without_the_champion_fails_naming_it(tmp_path):
+def test_a_registry_without_the_champion_fails_naming_it(tmp_path, mlflow_db):
     attest.generate_keys(tmp_path / "keys")
     pem = (tmp_path / "keys" / "skewgate.pub").read_text()
     out = _outputs(tmp_path)
     metrics = _Metrics()
-    status = verify_op.python_func(model_name="nobody", tracking_uri=f"sqlite:///{tmp_path / 'm.db'}",
+    status = verify_op.python_func(model_name="nobody", tracking_uri=mlflow_db,
                                    trusted_public_keys=pem, verdict=out["verdict"], metrics=metrics,
                                    report=out["report"])
     verdict = json.loads((tmp_path / "verdict").read_text())
@@ -46,8 +46,8 @@ def test_a_registry_without_the_champion_fails_naming_it(tmp_path):
     assert metrics.logged["passed"] == 0.0
 
 
-def test_no_trusted_key_fails_the_task(tmp_path):
+def test_no_trusted_key_fails_the_task(tmp_path, mlflow_db):
     out = _outputs(tmp_path)
     with pytest.raises(Exception, match="trusted public key"):
-        verify_op.python_func(model_name="m", tracking_uri=f"sqlite:///{tmp_path / 'm.db'}", trusted_public_keys="",
+        verify_op.python_func(model_name="m", tracking_uri=mlflow_db, trusted_public_keys="",
                               verdict=out["verdict"], metrics=_Metrics(), report=out["report"])

@@ -95,7 +95,7 @@ _SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "file", "
 _HOST_PORT = re.compile(r"[A-Za-z0-9.-]+:[0-9]+(/.*)?")
 
 
-def check_tracking_uri(uri: str, *, reads_only: bool = False, flag: str = "--tracking-uri") -> str:
+def check_tracking_uri(uri: str, *, flag: str = "--tracking-uri") -> str:
     """`uri`, when MLflow will read it as the store the user means; else an `InputError` in one line that says
     what to write instead. Empty stays empty (nothing is logged).
 
@@ -103,8 +103,8 @@ def check_tracking_uri(uri: str, *, reads_only: bool = False, flag: str = "--tra
     `http(s)://HOST[:PORT]`, the other databases MLflow takes (`postgresql://…`, `mysql+pymysql://…`),
     `databricks`, and MLflow's file store (`file:…` or a folder) only where this MLflow still accepts it. Refused:
     a bare path to a database file, `sqlite://` with two slashes (SQLAlchemy reads the first folder as a host),
-    `HOST:PORT` without a scheme, a misspelt scheme. With `reads_only` (a command that only reads the registry),
-    a store that does not exist is refused too: MLflow would create an empty one and answer from it."""
+    `HOST:PORT` without a scheme, a misspelt scheme, and a local store (database file or folder) that does not
+    exist: MLflow would create an empty one and answer from it (`mlflow_log.require_store`)."""
     if not uri or uri in ("databricks", "databricks-uc"):  # MLflow's names for the Databricks workspace
         return uri
     if uri == os.environ.get("MLFLOW_TRACKING_URI"):
@@ -121,10 +121,9 @@ def check_tracking_uri(uri: str, *, reads_only: bool = False, flag: str = "--tra
     if not scheme:
         if uri.lower().endswith(_DATABASE_SUFFIXES):
             raise refuse(f"a bare path {uri!r}; write sqlite:///{uri}")
-        return _check_file_store(uri, uri, reads_only=reads_only, refuse=refuse)
+        return _check_file_store(uri, refuse=refuse)
     if scheme == "sqlite":
         after = uri[len("sqlite:"):]
-        path = after.removeprefix("///").split("?", 1)[0]
         if not after.startswith("///"):
             rest = after.lstrip("/")
             slashes = len(after) - len(rest)
@@ -132,16 +131,13 @@ def check_tracking_uri(uri: str, *, reads_only: bool = False, flag: str = "--tra
                 raise refuse(f"{uri!r}, an in-memory store that is gone when this command ends")
             raise refuse(f"{uri!r} with {slashes} slash{'es' if slashes != 1 else ''} after 'sqlite:'; write "
                          f"sqlite:///{rest} for the relative path {rest!r} or sqlite:////{rest} for '/{rest}'")
-        if reads_only and path not in ("", ":memory:") and not Path(path).is_file():
-            raise refuse(f"no file {path!r} (this command only reads: check the path)",
-                         expected="an existing MLflow store")
-        return uri
+        return _existing(uri, refuse)
     if scheme in ("http", "https"):
         if not parts.netloc:
             raise refuse(f"{uri!r} without a host", expected=f"{scheme}://HOST[:PORT]")
         return uri
     if scheme == "file":
-        return _check_file_store(uri, parts.path, reads_only=reads_only, refuse=refuse)
+        return _check_file_store(uri, refuse=refuse)
     if scheme.split("+", 1)[0] not in _SCHEMES:
         close = difflib.get_close_matches(scheme, _SCHEMES, n=1, cutoff=0.75)
         if close:
@@ -150,9 +146,9 @@ def check_tracking_uri(uri: str, *, reads_only: bool = False, flag: str = "--tra
     return uri
 
 
-def _check_file_store(uri: str, folder: str, *, reads_only: bool, refuse: Callable[..., InputError]) -> str:
-    """MLflow's file store (a folder): refused where this MLflow refuses it (3.x without the opt-in), and on a
-    read when the folder does not exist."""
+def _check_file_store(uri: str, *, refuse: Callable[..., InputError]) -> str:
+    """MLflow's file store (a folder): refused where this MLflow refuses it (3.x without the opt-in), and when the
+    folder does not exist."""
     try:
         from mlflow.environment_variables import MLFLOW_ALLOW_FILE_STORE
     except ImportError:  # an MLflow from before the file store's maintenance mode (or none): MLflow judges
@@ -162,9 +158,17 @@ def _check_file_store(uri: str, folder: str, *, reads_only: bool, refuse: Callab
     if not allowed:
         raise refuse(f"MLflow's file store {uri!r}, which this MLflow accepts only with MLFLOW_ALLOW_FILE_STORE=true",
                      expected=f"a database or server URI such as {_SQLITE_EXAMPLE} or http://HOST:PORT")
-    if reads_only and not Path(folder).is_dir():
-        raise refuse(f"no folder {folder!r} (this command only reads: check the path)",
-                     expected="an existing MLflow store")
+    return _existing(uri, refuse)
+
+
+def _existing(uri: str, refuse: Callable[..., InputError]) -> str:
+    """`uri`, when the local store it names exists; the refusal names the flag otherwise."""
+    from skewgate.common.mlflow_log import require_store
+
+    try:
+        require_store(uri)
+    except InputError as err:
+        raise refuse(err.found, expected=err.expected) from err
     return uri
 
 

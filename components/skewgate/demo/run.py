@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     data = train_and_save(workdir / "candidates", seed=args.seed)
     log.info("test accuracy in PyTorch: %.1f%% (weak candidate: %.1f%%)", 100 * data.accuracy,
              100 * data.weak_accuracy)
+    if not args.tracking_uri:  # the embedded store is the demo's own; a store given must exist (no step makes one)
+        mlflow_log.create_store(tracking_uri)
     tracking = mlflow_log.connect(tracking_uri, experiment=MODEL_NAME)
     public_key = _signing_keys(workdir / "keys")
     statuses = {}

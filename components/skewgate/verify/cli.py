@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     args = build_parser(parser).parse_args(argv)
     configure_logging(quiet=args.quiet, verbose=args.verbose)
     # verify only reads: a store that is not there is a mistake in the URI, never an empty registry to judge
-    tracking = TrackingOptions(uri=check_tracking_uri(args.tracking_uri, reads_only=True),
+    tracking = TrackingOptions(uri=check_tracking_uri(args.tracking_uri),
                                deadline_s=args.mlflow_deadline)
     options = VerifyOptions(alias=args.alias, trusted_keys=tuple(args.trusted_key),
                             required=resolve_steps(split_steps(args.require), source="--require"),

@@ -12,9 +12,10 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
+from urllib.parse import unquote, urlsplit
 
 from skewgate.common import mlflow_conventions as conv
-from skewgate.common.errors import BackendError, Inconsistent, Rejected, Unreachable, map_errors
+from skewgate.common.errors import BackendError, Inconsistent, InputError, Rejected, Unreachable, map_errors
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -37,6 +38,43 @@ _MISSING = frozenset({"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"})
 
 # Refusals that waiting cannot change: `connect` gives up at once instead of retrying until its deadline.
 _FINAL_REFUSALS = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED", "CUSTOMER_UNAUTHORIZED", "401", "403"})
+
+
+def local_store(uri: str) -> Path | None:
+    """The file (`sqlite:///PATH`) or folder (`file:PATH`, a bare folder) of a store on this machine; None for a
+    server, another database, or an in-memory store."""
+    if uri.startswith("sqlite:///"):
+        path = uri.removeprefix("sqlite:///").split("?", 1)[0]
+        return Path(path) if path not in ("", ":memory:") else None
+    parts = urlsplit(uri)
+    if parts.scheme == "file":
+        return Path(unquote(parts.path))
+    return Path(uri) if uri and len(parts.scheme) <= 1 else None  # no scheme (or a drive letter): a folder
+
+
+def require_store(uri: str) -> None:
+    """No step creates a store. MLflow makes a new empty one wherever a mistyped sqlite path or folder points, where
+    compare then finds no champion ("first promotion") and verify no alias; so a local store must exist. An
+    `InputError` names the path and how to make a store on purpose."""
+    path = local_store(uri)
+    if path is not None and not path.exists():
+        raise InputError(uri, expected=f"an existing MLflow store (skewgate never creates one; make it on purpose "
+                         f"with `mlflow db upgrade {uri}`)" if uri.startswith("sqlite:") else
+                         "an existing MLflow store (skewgate never creates one)",
+                         found=f"no registry at {path.resolve()}")
+
+
+def create_store(uri: str) -> None:
+    """Make the store `uri` names, with MLflow's schema: the one way skewgate creates a store, on purpose (the demo's
+    embedded one; `mlflow db upgrade URI` does the same from the shell)."""
+    path = local_store(uri)
+    if path is not None and uri.startswith("sqlite:"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    http_defaults()
+    from mlflow import MlflowClient
+
+    with _mapped(uri, "create the store"):
+        MlflowClient(tracking_uri=uri, registry_uri=uri).search_experiments(max_results=1)
 
 
 def _mapped(uri: str, what: str) -> contextlib.AbstractContextManager[None]:

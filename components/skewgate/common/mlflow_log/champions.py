@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skewgate.common import mlflow_conventions as conv
-from skewgate.common.mlflow_log._client import _mapped, _or_none, http_defaults, retry_until
+from skewgate.common.mlflow_log._client import _mapped, _or_none, http_defaults, require_store, retry_until
 from skewgate.common.registry import Champion
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ class RegistryChampions:
 
     @classmethod
     def connect(cls, uri: str, *, deadline_s: float = 30.0) -> RegistryChampions:
+        require_store(uri)
         http_defaults()
         from mlflow import MlflowClient
 

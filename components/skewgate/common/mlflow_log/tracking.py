@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
 
     from skewgate.common.outcome import Outcome
-from skewgate.common.mlflow_log._client import _experiment_id, _mapped, http_defaults, retry_until
+from skewgate.common.mlflow_log._client import _experiment_id, _mapped, http_defaults, require_store, retry_until
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +287,9 @@ def runs_table_link(ui: str, experiment_id: str) -> str:
 
 def connect(uri: str, *, experiment: str, deadline_s: float = 30.0) -> Tracking:
     """Connect, retrying with backoff until `deadline_s` (`retry_until`); then `Unreachable` naming the URI (the
-    CLI exits 2). A refusal that waiting cannot change (authentication, permission) is a `Rejected` at once."""
+    CLI exits 2). A refusal that waiting cannot change (authentication, permission) is a `Rejected` at once. A local
+    store that does not exist is an `InputError` (`require_store`): no step creates one."""
+    require_store(uri)
     http_defaults()
     from mlflow import MlflowClient
 
