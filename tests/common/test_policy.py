@@ -15,13 +15,8 @@ from skewgate.compare.run import CompareOptions
 from skewgate.drift.core import DriftOptions
 from skewgate.export.run import ExportOptions
 from skewgate.parity.core import ParityOptions
-from skewgate.preprocess.run import PreprocessOptions
 from skewgate.probe.run import ProbeOptions
-
-OPTIONS = {"export": ExportOptions(), "calibrate": CalibrateOptions(), "drift": DriftOptions(),
-           "parity": ParityOptions(), "probe": ProbeOptions(), "compare": CompareOptions(),
-           "preprocess": PreprocessOptions()}
-
+from tests.support.verdicts import DEFAULT_OPTIONS as OPTIONS
 
 PASSED = (Check("c", passed=True),)
 

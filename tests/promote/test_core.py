@@ -9,6 +9,7 @@ from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.promote.core import Policy, decide
 from skewgate.promote.core import promote as promote_core
 from tests.promote.fake_registry import FakeRegistry
+from tests.support.verdicts import at_defaults
 
 NAME = "digits"
 
@@ -25,13 +26,13 @@ TRUSTED = {PIPELINE_KEY.keyid: PIPELINE_KEY.key.public_key()}
 def promote(*, required=("export",), allow_warn=False, trusted=TRUSTED, pipeline_run_id="", alias="champion",
             **kwargs):
     """promote with a policy that trusts the pipeline's key and requires `export` unless told otherwise."""
-    policy = Policy(gates=GatePolicy(required=tuple(required), allow_warn=allow_warn, bounds=()),
+    policy = Policy(gates=GatePolicy(required=tuple(required), allow_warn=allow_warn),
                     trusted_keys=trusted, pipeline_run_id=pipeline_run_id)
     return promote_core(policy=policy, alias=alias, signing_key=PIPELINE_KEY, **kwargs)
 
 
 def _verdict(step, status_checks, sha):
-    return Verdict.from_checks(step, status_checks, subject=Subject(artifact="m.onnx", sha256=sha))
+    return at_defaults(Verdict.from_checks(step, status_checks, subject=Subject(artifact="m.onnx", sha256=sha)))
 
 
 @pytest.fixture
@@ -43,9 +44,9 @@ def onnx_file(tmp_path, tiny_onnx):
 
 def _write(directory, *verdicts, key=PIPELINE_KEY, context=None):
     """Each verdict and, unless `key` is None, its envelope signed with `key` (in the run `context`: none for an
-    ad-hoc verdict), as the steps write them."""
+    ad-hoc verdict), as the steps write them: saying its settings (the step's defaults unless it says its own)."""
     directory.mkdir(exist_ok=True)
-    for verdict in verdicts:
+    for verdict in map(at_defaults, verdicts):
         path = verdict.write(directory / f"{verdict.step}.json")
         if key is not None:
             attest.write_envelope(attest.sign(attest.verdict_statement(verdict, context), key),

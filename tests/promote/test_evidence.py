@@ -180,10 +180,10 @@ def test_an_earlier_pass_superseded_by_a_later_signed_fail_is_refused(onnx_file,
 def test_without_trusted_keys_unsigned_evidence_needs_an_explicit_opt_in(onnx_file, tmp_path):
     verdicts = _write(tmp_path / "v", _verdict("export", PASSING, sha256_file(onnx_file)), key=None)
     refused = promote_core(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=FakeRegistry(),
-                           alias="champion", policy=Policy(gates=GatePolicy(required=("export",), bounds=())))
+                           alias="champion", policy=Policy(gates=GatePolicy(required=("export",))))
     assert refused.status == "fail" and "--allow-unsigned" in refused.message
     allowed = promote_core(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=FakeRegistry(),
-                           alias="champion", policy=Policy(gates=GatePolicy(required=("export",), bounds=()),
+                           alias="champion", policy=Policy(gates=GatePolicy(required=("export",)),
                                                                allow_unsigned=True))
     assert allowed.status == "pass"
 

@@ -41,7 +41,7 @@ def _evidence(directory, full, step, *, probed=None, streamed=None, probe_checks
 
 
 def _promote(verdicts, full, step, registry):
-    policy = Policy(gates=GatePolicy(required=REQUIRED, bounds=()).requiring(STREAM_CHECKS), trusted_keys=TRUSTED)
+    policy = Policy(gates=GatePolicy(required=REQUIRED).requiring(STREAM_CHECKS), trusted_keys=TRUSTED)
     return promote_core(model_name=NAME, onnx=full, verdicts_dir=verdicts, registry=registry, policy=policy,
                         alias="champion", signing_key=PIPELINE_KEY, step=step)
 
@@ -80,7 +80,7 @@ def test_a_step_model_the_gates_did_not_judge_blocks_the_promotion(files, tmp_pa
 
 def test_without_the_step_model_a_probe_of_it_is_not_evidence_for_the_full_model(files, tmp_path):
     full, step = files
-    policy = Policy(gates=GatePolicy(required=REQUIRED, bounds=()), trusted_keys=TRUSTED)
+    policy = Policy(gates=GatePolicy(required=REQUIRED), trusted_keys=TRUSTED)
     result = promote_core(model_name=NAME, onnx=full, verdicts_dir=_evidence(tmp_path / "v", full, step),
                           registry=FakeRegistry(), policy=policy, alias="champion", signing_key=PIPELINE_KEY)
     assert result.status == "fail" and "but the file to promote is" in result.check("evidence.probe").detail

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from skewgate.common.io import sha256_file
-from skewgate.common.policy import GatePolicy
+from skewgate.common.policy import DEFAULT_BOUNDS, GatePolicy
 from skewgate.common.registry import Champion
 from skewgate.verify.core import verify_champion
 from tests.common.test_io import deadline
@@ -60,9 +60,9 @@ class _Source:
         return self.champion if attestations else dataclasses.replace(self.champion, attestations_dir=None)
 
 
-def _verify(champion, tmp_path, *, alias="champion", required=(), bounds=()):
+def _verify(champion, tmp_path, *, alias="champion", required=(), bounds=DEFAULT_BOUNDS):
     return verify_champion(model_name=NAME, alias=alias, source=_Source(champion), trusted=TRUSTED,
-                           workdir=tmp_path, gates=GatePolicy(required=required, bounds=bounds))
+                           workdir=tmp_path, gates=GatePolicy(required=required, bounds=bounds).promoting(alias))
 
 
 def _failed(verdict):
