@@ -462,3 +462,29 @@ def test_mlflow_telemetry_is_off_unless_the_user_opted_in(given, expected):
             "print(os.environ['MLFLOW_DISABLE_TELEMETRY'], t.MLFLOW_DISABLE_TELEMETRY.get())")
     found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert found.stdout.split() == [expected, str(expected == "true")]
+
+
+@pytest.mark.parametrize(("uri", "identity"), [
+    pytest.param("sqlite:///{tmp}/m.db", "sqlite://{tmp}/m.db", id="sqlite"),
+    pytest.param("sqlite:///{tmp}/sub/../m.db?timeout=5", "sqlite://{tmp}/m.db", id="sqlite-same-file-other-spelling"),
+    pytest.param("https://user:secret@MLflow.Example.com:8443/prefix/", "https://mlflow.example.com:8443/prefix",
+                 id="server-without-credentials"),
+    pytest.param("http://127.0.0.1:5000", "http://127.0.0.1:5000", id="server"),
+    pytest.param("databricks", "databricks", id="databricks"),
+])
+def test_a_registry_is_named_by_a_stable_identity(tmp_path, uri, identity):
+    (tmp_path / "sub").mkdir()
+    assert mlflow_log.registry_identity(uri.format(tmp=tmp_path)) == identity.format(tmp=tmp_path)
+
+
+@pytest.mark.parametrize("uri", ["databricks", "http://127.0.0.1:5000", "postgresql://u@h/db", "sqlite:///:memory:"])
+def test_only_local_stores_must_exist_before_a_step_opens_them(uri):
+    assert mlflow_log.local_store(uri) is None
+    mlflow_log.require_store(uri)  # nothing to check here: a server or database answers for itself
+
+
+def test_a_local_store_that_does_not_exist_is_refused_and_not_created(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlfow.db'}"
+    with pytest.raises(InputError, match=r"found no registry at .*mlfow\.db"):
+        mlflow_log.connect(uri, experiment="x", deadline_s=1)
+    assert not (tmp_path / "mlfow.db").exists()

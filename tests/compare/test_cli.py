@@ -199,3 +199,28 @@ def test_against_a_real_mlflow_server(digits_models, tmp_path, signed):
         code, verdict = registry.compare(built["weak"], data)
         assert code == 1 and verdict.details["champion_version"] == "1"
         assert json.loads(verdict.to_json())["details"]["champion"]["sha256"] == sha256_file(built["strong"])
+
+
+def test_promote_takes_a_comparison_only_from_the_registry_it_promotes_into(registry, digits_models, tmp_path,
+                                                                             _empty_mlflow_store):
+    """A second real store (a mistyped path that happens to exist, another team's registry) has no champion: compare
+    passes there as a first promotion, and promote into the registry that has one refuses that verdict, leaving the
+    alias where it was; the same candidate compared in the right registry is promoted."""
+    import shutil
+
+    built, data, _ = digits_models
+    assert registry.promote(built["strong"]) == 0
+    shutil.copyfile(_empty_mlflow_store, tmp_path / "other.db")
+    other = Registry(f"sqlite:///{tmp_path / 'other.db'}", tmp_path / "other")
+    evidence = tmp_path / "evidence"
+    evidence.mkdir()
+    code, verdict = other.compare(built["strong_other_rows"], data, report=evidence / "compare.json")
+    assert code == 0 and "first promotion" in verdict.check("champion").detail
+    assert verdict.details["registry"] == f"sqlite://{tmp_path / 'other.db'}"
+    assert registry.promote(built["strong_other_rows"], require="export,compare", verdicts=evidence) == 1
+    client = MlflowClient(registry.uri)
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == "1"
+    code, verdict = registry.compare(built["strong_other_rows"], data, report=evidence / "compare.json")
+    assert code == 0 and verdict.details["champion_version"] == "1", verdict.message
+    assert registry.promote(built["strong_other_rows"], require="export,compare", verdicts=evidence) == 0
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == "2"

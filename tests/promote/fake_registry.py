@@ -11,6 +11,8 @@ from skewgate.common.errors import BackendError
 
 
 class FakeRegistry:
+    identity = "memory://fake-registry"
+
     def __init__(self, *, drop_tags_on_write: bool = False) -> None:
         self.versions: dict[str, dict[str, dict[str, str]]] = {}  # model → version → tags
         self.aliases: dict[str, dict[str, str]] = {}

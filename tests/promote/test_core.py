@@ -35,13 +35,6 @@ def _verdict(step, status_checks, sha):
     return at_defaults(Verdict.from_checks(step, status_checks, subject=Subject(artifact="m.onnx", sha256=sha)))
 
 
-@pytest.fixture
-def onnx_file(tmp_path, tiny_onnx):
-    path = tmp_path / "model.onnx"
-    path.write_bytes(tiny_onnx.read_bytes())
-    return path
-
-
 def _write(directory, *verdicts, key=PIPELINE_KEY, context=None):
     """Each verdict and, unless `key` is None, its envelope signed with `key` (in the run `context`: none for an
     ad-hoc verdict), as the steps write them: saying its settings (the step's defaults unless it says its own)."""

@@ -34,13 +34,6 @@ from tests.promote.test_core import (
 
 
 @pytest.fixture
-def onnx_file(tmp_path, tiny_onnx):
-    path = tmp_path / "model.onnx"
-    path.write_bytes(tiny_onnx.read_bytes())
-    return path
-
-
-@pytest.fixture
 def champion(onnx_file):
     """A registry whose champion v1 is another file, with complete evidence."""
     registry = FakeRegistry()

@@ -60,6 +60,9 @@ class ChampionReader(Protocol):
 class Registry(Protocol):
     """What promote needs of a model registry (MLflow's in production, an in-memory fake in unit tests)."""
 
+    @property
+    def identity(self) -> str: ...  # a stable name of the store, as compare's verdict names the one it judged in
+
     def model_exists(self, name: str) -> bool: ...
     def version_exists(self, name: str, version: str) -> bool: ...
     def find_version(self, name: str, sha256: str) -> str | None: ...

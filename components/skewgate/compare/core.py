@@ -69,7 +69,8 @@ class ChampionRecord:
 class CompareDetails:
     """compare's `details`. `table` holds one row per (slice, metric); `slices` the per-slice summary with the
     worst slice; `champion`, `champion_version` and `slices` are left out of the verdict when they do not apply
-    (no champion, no slice array), as they always were."""
+    (no champion, no slice array), as they always were. `registry` and `model_name` say where the champion was
+    looked up (promote accepts the verdict only for that registry, model and champion version)."""
 
     task: Task
     samples: int
@@ -80,6 +81,8 @@ class CompareDetails:
     champion: ChampionRecord | None = field(default=None, metadata=OMIT_IF_NONE)
     champion_version: str | None = field(default=None, metadata=OMIT_IF_NONE)
     slices: dict[str, Any] | None = field(default=None, metadata=OMIT_IF_NONE)
+    registry: str | None = field(default=None, metadata=OMIT_IF_NONE)
+    model_name: str | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass(frozen=True)
@@ -105,9 +108,9 @@ class LabelsOrigin:
 
 def compare(*, candidate: str | Path, champion: Champion | None, eval_data: str | Path, labels: str | Path | None,
             task: TaskChoice, output: str | None, slice_key: str, max_slices: int, judging: Judging,
-            labels_key: str = "labels") -> Verdict:
+            labels_key: str = "labels", registry: str | None = None, model_name: str | None = None) -> Verdict:
     """Judge `candidate` against `champion` (downloaded) on `eval_data` (labels from `labels`, or its
-    `labels_key` array)."""
+    `labels_key` array); `registry` and `model_name`: where the champion (or its absence) was looked up."""
     champion_file = None if champion is None else onnx_file(champion)  # before any work: it may not match
     candidate, eval_data = Path(candidate), Path(eval_data)
     arrays = load_npz(eval_data)
@@ -142,7 +145,8 @@ def compare(*, candidate: str | Path, champion: Champion | None, eval_data: str 
         task=kind, samples=len(targets), metrics=list(METRICS[kind]), confidence=judging.confidence,
         resamples=judging.resamples, table=[_json_safe(row) for row in rows],
         champion=None if champion is None else ChampionRecord(label=champion.label, sha256=champion.sha256),
-        champion_version=None if champion is None else champion.version, slices=slice_summary)
+        champion_version=None if champion is None else champion.version, slices=slice_summary, registry=registry,
+        model_name=model_name)
     verdict = Verdict.from_checks(STEP, checks, subject=subject, details=details)
     worst = None if slice_summary is None else slice_summary["worst"]
     if worst is not None:

@@ -135,10 +135,12 @@ def _judge_in_run(run: StepRun | None, *, onnx: str | Path, model_name: str, eva
         raise InputError("--tracking-uri", expected="an MLflow tracking URI (the champion lives in the registry)",
                          found="none (set --tracking-uri or MLFLOW_TRACKING_URI)")
     with tempfile.TemporaryDirectory() as tmp:
-        champion = RegistryChampions.of(run.tracking).fetch(model_name, options.alias, Path(tmp))
+        registry = RegistryChampions.of(run.tracking)
+        champion = registry.fetch(model_name, options.alias, Path(tmp))
         verdict = compare(candidate=onnx, champion=champion, eval_data=eval_data, labels=labels, task=options.task,
                           output=options.output, slice_key=options.slice_key, max_slices=options.max_slices,
-                          judging=judging, labels_key=options.labels_key)
+                          judging=judging, labels_key=options.labels_key, registry=registry.identity,
+                          model_name=model_name)
         if champion is not None:  # judged against: its file had the digest of its evidence
             verdict = dataclasses.replace(verdict, registry_tags={
                 conv.COMPARE_CHAMPION_VERSION_TAG: champion.version,

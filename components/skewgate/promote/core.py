@@ -313,6 +313,10 @@ def _evidence_checks(registry: Registry, inputs: _Inputs) -> list[Check]:
               if policy.pipeline_run_id and policy.trusted_keys else [])
     checks = decide(inputs.evidence, artifact_sha256=inputs.sha, policy=policy, logged=logged,
                     served_sha256=inputs.step_sha)
+    if "compare" in policy.required and "compare" in inputs.evidence:
+        checks.append(compared_champion_check(inputs.evidence["compare"].verdict, registry=registry.identity,
+                                              model_name=inputs.model_name, alias=inputs.alias,
+                                              holder=registry.get_alias(inputs.model_name, inputs.alias)))
     checks += [(int8_check if c.suffix == INT8_SUFFIX else stream_check)(inputs.evidence, c.sha256)
                for c in inputs.companions]
     return checks
@@ -420,6 +424,27 @@ def _verdict(inputs: _Inputs, version: str, decision: Verdict, result: _Result, 
                    subject=decision.subject,
                    message=f"{label}: {result.reason}" if result.outcome != "lost" else result.reason,
                    versions=decision.versions, details=plain_details(details))
+
+
+def compared_champion_check(compare: Verdict, *, registry: str, model_name: str, alias: str,
+                            holder: str | None) -> Check:
+    """compare's verdict counts only for the champion this promotion replaces: judged in this registry, for this
+    model, against the version `alias` holds now (against none only while the alias is unset). A comparison made
+    in a mistyped store's empty registry passes as a "first promotion" there, and one made before another
+    promotion moved the alias judged a champion that is gone."""
+    details = compare.details
+    judged = details.get("champion_version")
+    problems = []
+    if details.get("registry") != registry:
+        problems.append(f"compare judged in the registry {details.get('registry') or '(unnamed)'}, not {registry}")
+    if details.get("model_name") != model_name:
+        problems.append(f"compare judged model {details.get('model_name')!r}, not {model_name!r}")
+    if judged != holder:
+        problems.append(f"compare judged against {f'version {judged}' if judged else 'no champion'}, but "
+                        f"{model_name}@{alias} holds {f'version {holder}' if holder else 'no version'}")
+    return Check("compare.champion", passed=not problems, detail="; ".join(problems) or
+                 f"compare judged against {f'version {holder}' if holder else 'no champion'} of {model_name}@{alias} "
+                 f"in {registry}, which the alias holds now")
 
 
 def int8_check(evidence: Mapping[str, Evidence], int8_sha: str) -> Check:

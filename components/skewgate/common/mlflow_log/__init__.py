@@ -14,7 +14,14 @@ expect one — "already exists", "does not exist" — test), an answer that cont
 and skewgate's own errors (a logged verdict that does not parse: `InputError`) pass through unchanged.
 """
 
-from skewgate.common.mlflow_log._client import create_store, http_defaults, local_store, require_store, retry_until
+from skewgate.common.mlflow_log._client import (
+    create_store,
+    http_defaults,
+    local_store,
+    registry_identity,
+    require_store,
+    retry_until,
+)
 from skewgate.common.mlflow_log.champions import RegistryChampions, alias_version
 from skewgate.common.mlflow_log.models import load_pytorch_model, onnx_external_data, onnx_signature
 from skewgate.common.mlflow_log.registry import (
@@ -37,6 +44,7 @@ __all__ = [
     "STALE_RUN_AFTER_S", "MlflowRegistry", "RegistryChampions", "StepRun", "Tracking", "alias_version", "connect",
     "create_store",
     "end_stale_runs", "finish_pipeline_run", "http_defaults", "load_pytorch_model", "local_store", "log_drift_night",
-    "onnx_external_data", "onnx_signature", "process_gone", "process_identity", "require_store", "retry_until",
+    "onnx_external_data", "onnx_signature", "process_gone", "process_identity", "registry_identity", "require_store",
+    "retry_until",
     "runs_table_link",
 ]

@@ -49,7 +49,22 @@ def local_store(uri: str) -> Path | None:
     parts = urlsplit(uri)
     if parts.scheme == "file":
         return Path(unquote(parts.path))
-    return Path(uri) if uri and len(parts.scheme) <= 1 else None  # no scheme (or a drive letter): a folder
+    if not uri or uri in ("databricks", "databricks-uc") or len(parts.scheme) > 1:
+        return None
+    return Path(uri)  # no scheme (or a drive letter): a folder
+
+
+def registry_identity(uri: str) -> str:
+    """A stable name of the store `uri` reaches, which a verdict signs as the registry it judged in: a local store
+    by its absolute path, anything else by scheme, host, port and path (no credentials, no trailing slash)."""
+    path = local_store(uri)
+    if path is not None:
+        return f"{'sqlite' if uri.startswith('sqlite:') else 'file'}://{path.resolve()}"
+    parts = urlsplit(uri)
+    if not parts.scheme or not parts.netloc:
+        return uri
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme.lower()}://{(parts.hostname or '').lower()}{port}{parts.path.rstrip('/')}"
 
 
 def require_store(uri: str) -> None:

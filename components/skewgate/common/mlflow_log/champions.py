@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skewgate.common import mlflow_conventions as conv
-from skewgate.common.mlflow_log._client import _mapped, _or_none, http_defaults, require_store, retry_until
+from skewgate.common.mlflow_log._client import (
+    _mapped,
+    _or_none,
+    http_defaults,
+    registry_identity,
+    require_store,
+    retry_until,
+)
 from skewgate.common.registry import Champion
 
 if TYPE_CHECKING:
@@ -34,6 +41,11 @@ class RegistryChampions:
         from mlflow import MlflowClient
 
         return cls(uri, MlflowClient(tracking_uri=uri, registry_uri=uri), deadline_s=deadline_s)
+
+    @property
+    def identity(self) -> str:
+        """The registry's stable name (`registry_identity`): what compare's verdict names and promote matches."""
+        return registry_identity(self.uri)
 
     @classmethod
     def of(cls, tracking: Tracking) -> RegistryChampions:
