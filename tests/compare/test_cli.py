@@ -108,7 +108,8 @@ def test_champion_not_matching_its_evidence_is_an_error_and_nothing_is_promoted(
     assert registry.promote(built["strong_other_rows"], require="export,compare", verdicts=verdicts) == 1
     client = MlflowClient(registry.uri)
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == "1"
-    assert "evidence.compare: status error" in client.get_model_version(NAME, "2").tags["skewgate.promotion.reason"]
+    reason = client.get_model_version(NAME, "2").tags["skewgate.promotion.champion.reason"]
+    assert "evidence.compare: status error" in reason
 
 
 def test_promote_requires_compare_and_blocks_the_worse_candidate(registry, digits_models, tmp_path):
@@ -120,8 +121,9 @@ def test_promote_requires_compare_and_blocks_the_worse_candidate(registry, digit
         assert registry.promote(built[name], require="export,compare", verdicts=verdicts) == expected
     client = MlflowClient(registry.uri)
     refused = client.get_model_version(NAME, "2").tags
-    assert refused["skewgate.promotion.status"] == "refused"
-    assert "evidence.compare: status fail: failed: accuracy.vs_champion" in refused["skewgate.promotion.reason"]
+    assert refused["skewgate.promotion.champion.status"] == "refused"
+    assert "evidence.compare: status fail: failed: accuracy.vs_champion" in \
+        refused["skewgate.promotion.champion.reason"]
     promoted = client.get_model_version_by_alias(NAME, "champion")
     assert str(promoted.version) == "3"
     # the version's description holds each step's row (its tags stay a handful)

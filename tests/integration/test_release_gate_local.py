@@ -65,7 +65,8 @@ def test_good_candidate_is_promoted_and_the_run_succeeds(runs, mlflow_url):
     assert version.version == verdicts["promote"].details["version"]
     # a handful of tags (the nightly runs of this session add theirs, two); every step's row is in the description
     assert set(version.tags) - {"skewgate.drift.nightly", "skewgate.drift.series.state"} == {
-        "skewgate.onnx_sha256", "skewgate.attestation.uri", "skewgate.promotion.status", "skewgate.promotion.reason",
+        "skewgate.onnx_sha256", "skewgate.attestation.champion.uri", "skewgate.promotion.champion.status",
+        "skewgate.promotion.champion.reason",
         "skewgate.drift.profile_uri", "skewgate.drift.profile_sha256"}
     assert version.tags["skewgate.onnx_sha256"] == verdicts["export"].subject.sha256
     assert verdicts["drift"].subject.sha256 == verdicts["export"].subject.sha256
@@ -85,7 +86,7 @@ def test_defective_candidate_is_blocked_and_the_run_fails(runs, mlflow_url):
     assert "lint.batchnorm_eval_mode" in verdicts["promote"].message
     client = MlflowClient(mlflow_url)
     refused = verdicts["promote"].details["version"]
-    assert client.get_model_version(NAME, refused).tags["skewgate.promotion.status"] == "refused"
+    assert client.get_model_version(NAME, refused).tags["skewgate.promotion.champion.status"] == "refused"
     # the champion is still the good candidate's version
     good_version = runs["good"][2]["promote"].details["version"]
     assert client.get_model_version_by_alias(NAME, "champion").version == good_version

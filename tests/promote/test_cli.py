@@ -68,7 +68,7 @@ def test_refusal_exits_1_and_leaves_no_alias(setup, capsys):
     assert "refused" in capsys.readouterr().err
     client = MlflowClient(uri)
     assert client.get_registered_model("digits").aliases == {}
-    assert client.get_model_version("digits", "1").tags["skewgate.promotion.status"] == "refused"
+    assert client.get_model_version("digits", "1").tags["skewgate.promotion.champion.status"] == "refused"
 
 
 def test_onnx_changed_after_export_is_refused(setup):
@@ -83,7 +83,8 @@ def test_onnx_changed_after_export_is_refused(setup):
     assert _promote(onnx_path, verdicts, uri) == 1
     client = MlflowClient(uri)
     assert str(client.get_model_version_by_alias("digits", "champion").version) == "1"
-    assert "the file to promote is" in client.get_model_version("digits", "2").tags["skewgate.promotion.reason"]
+    reason = client.get_model_version("digits", "2").tags["skewgate.promotion.champion.reason"]
+    assert "the file to promote is" in reason
 
 
 def test_promoting_twice_keeps_one_version(setup):

@@ -60,7 +60,7 @@ def test_all_evidence_passes_so_the_alias_moves(onnx_file, tmp_path):
     assert registry.aliases[NAME]["champion"] == "1"
     tags = registry.versions[NAME]["1"]
     assert tags["skewgate.onnx_sha256"] == sha256_file(onnx_file)
-    assert tags["skewgate.promotion.status"] == "promoted" and "skewgate.attestation.uri" in tags
+    assert tags["skewgate.promotion.champion.status"] == "promoted" and "skewgate.attestation.champion.uri" in tags
     assert len(tags) <= 6  # the per-step evidence is the description's table
     row = f"| export | pass | all 1 checks passed | `{sha256_file(verdicts / 'export.json')[:12]}` |"
     assert row in registry.descriptions[(NAME, "1")]
@@ -93,8 +93,8 @@ def test_refusal_tags_the_version_with_the_reason_and_leaves_the_alias(onnx_file
     assert result.status == "fail"
     assert registry.aliases[NAME]["champion"] == "1"
     tags = registry.versions[NAME]["2"]
-    assert tags["skewgate.promotion.status"] == "refused"
-    assert tags["skewgate.promotion.reason"] == "evidence.export: status fail: failed: c"
+    assert tags["skewgate.promotion.champion.status"] == "refused"
+    assert tags["skewgate.promotion.champion.reason"] == "evidence.export: status fail: failed: c"
     assert registry.log[-1] | {"promoted": False, "previous": "1"} == registry.log[-1]
 
 
@@ -226,8 +226,8 @@ def test_losing_the_race_for_the_alias_exits_2_and_is_logged_as_lost(onnx_file, 
     assert result.status == "error" and result.message.startswith("lost the race to v7")
     assert result.details["promoted"] is False and result.details["outcome"] == "lost"
     assert registry.log[-1] | {"promoted": False, "outcome": "lost", "alias_version": "7"} == registry.log[-1]
-    assert registry.versions[NAME]["1"]["skewgate.promotion.status"] == "refused"
-    assert registry.versions[NAME]["1"]["skewgate.promotion.reason"].startswith("lost the race to v7")
+    assert registry.versions[NAME]["1"]["skewgate.promotion.champion.status"] == "refused"
+    assert registry.versions[NAME]["1"]["skewgate.promotion.champion.reason"].startswith("lost the race to v7")
 
 
 def test_an_alias_move_that_fails_is_logged_as_not_promoted(onnx_file, tmp_path):

@@ -38,7 +38,7 @@ def champion(onnx_file):
     """A registry whose champion v1 is another file, with complete evidence."""
     registry = FakeRegistry()
     registry.versions[NAME] = {"1": {"skewgate.onnx_sha256": "0" * 64, "skewgate.export.status": "pass",
-                                     "skewgate.promotion.status": "promoted"}}
+                                     "skewgate.promotion.champion.status": "promoted"}}
     registry.aliases[NAME] = {"champion": "1"}
     return registry
 
@@ -273,7 +273,7 @@ def test_a_verdict_cannot_write_outside_its_own_prefix(onnx_file, tmp_path):
 
     sha = sha256_file(onnx_file)
     failing = _verdict("export", [PASSING[0].__class__("c", passed=False)], sha)
-    hostile_tags = {"skewgate.promotion.status": "promoted", "skewgate.onnx_sha256": "0" * 64,
+    hostile_tags = {"skewgate.promotion.champion.status": "promoted", "skewgate.onnx_sha256": "0" * 64,
                     "skewgate.drift.status": "pass"}
     with pytest.raises(ValueError, match="registry_tags"):
         Verdict.from_checks("export", failing.checks, subject=failing.subject, registry_tags=hostile_tags)
@@ -294,7 +294,7 @@ def test_a_verdict_cannot_write_outside_its_own_prefix(onnx_file, tmp_path):
     result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=_write(tmp_path / "v", own), registry=registry)
     tags = registry.versions[NAME]["1"]
     assert result.status == "fail"
-    assert tags["skewgate.promotion.status"] == "refused" and tags["skewgate.onnx_sha256"] == sha
+    assert tags["skewgate.promotion.champion.status"] == "refused" and tags["skewgate.onnx_sha256"] == sha
     assert not {"skewgate.export.status", "skewgate.export.profile_uri", "skewgate.drift.status"} & set(tags)
     assert "| export | fail |" in registry.descriptions[(NAME, "1")]
 
@@ -323,12 +323,12 @@ def test_promote_signs_its_decision_and_stores_the_evidence_with_the_version(onn
     assert signer == PIPELINE_KEY.keyid and statement["predicateType"] == attest.PROMOTION_PREDICATE
     assert statement["subject"][0]["digest"]["sha256"] == sha256_file(onnx_file)
     assert statement["predicate"]["decision"] == "pass" and statement["predicate"]["version"] == "1"
-    assert registry.versions[NAME]["1"]["skewgate.attestation.uri"].startswith("memory://")
+    assert registry.versions[NAME]["1"]["skewgate.attestation.champion.uri"].startswith("memory://")
 
 
 def _complete(registry, version):
     tags = registry.versions[NAME][version]
-    return "skewgate.onnx_sha256" in tags and "skewgate.attestation.uri" in tags and \
+    return "skewgate.onnx_sha256" in tags and "skewgate.attestation.champion.uri" in tags and \
         "export.json" in registry.attestations.get((NAME, version), {})
 
 

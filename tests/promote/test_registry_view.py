@@ -84,9 +84,10 @@ def test_a_promoted_version_has_a_handful_of_tags_and_the_evidence_table(promote
     client = MlflowClient(server)
     version = client.get_model_version_by_alias("view", "champion")
     assert len(version.tags) <= 6
-    assert set(version.tags) == {conv.ONNX_DIGEST_TAG, conv.ATTESTATION_URI_TAG, *conv.PROMOTION_TAGS, *PROFILE}
+    assert set(version.tags) == {conv.ONNX_DIGEST_TAG, conv.attestation_uri_tag("champion"),
+                                 *conv.promotion_tags("champion"), *PROFILE}
     assert {k: version.tags[k] for k in PROFILE} == PROFILE  # what the nightly drift run reads back
-    assert version.tags["skewgate.promotion.status"] == "promoted"
+    assert version.tags["skewgate.promotion.champion.status"] == "promoted"
     text = version.description
     first, *rest = text.splitlines()
     # the versions table shows the first line as it is: plain words, no Markdown
@@ -111,7 +112,7 @@ def test_a_promoted_version_has_a_handful_of_tags_and_the_evidence_table(promote
 def test_a_refused_version_says_why_in_its_description_and_tags(promote, server):
     assert promote("refused-view", export_passes=False) == 1
     version = MlflowClient(server).get_model_version("refused-view", "1")
-    assert len(version.tags) <= 6 and version.tags["skewgate.promotion.status"] == "refused"
+    assert len(version.tags) <= 6 and version.tags["skewgate.promotion.champion.status"] == "refused"
     assert version.description.startswith("skewgate: refused. 0 of 1 required steps passed")
     assert "| export | fail | lint\\.batchnorm\\_eval\\_mode: BatchNorm traced in training mode: features\\.1 |" \
         in version.description

@@ -193,8 +193,8 @@ def test_verify_binds_the_alias_the_model_name_and_the_required_steps(registry, 
     before = _snapshot(uri)
 
     assert _verify(uri, keys, "--alias", "champion", "--require", "export", report=tmp_path / "alias.json") == 1
-    assert _failed(tmp_path / "alias.json") == {"attestation.promotion": "the signed decision promoted 'digits' "
-                                                "version 1 under alias 'staging', not 'digits' under alias 'champion'"}
+    assert _failed(tmp_path / "alias.json") == {"attestation.promotion": "no skewgate.attestation.champion.uri tag: "
+                                                "never promoted under 'champion'"}
 
     assert _verify(uri, keys, "--alias", "staging", report=tmp_path / "required.json") == 1  # default: every step
     failed = _failed(tmp_path / "required.json")
@@ -216,6 +216,42 @@ def test_verify_binds_the_alias_the_model_name_and_the_required_steps(registry, 
     assert _snapshot(uri) == before
     assert _verify(uri, keys, "--alias", "staging", "--require", "export,drift-gate") == 1  # task names resolve
     assert _verify(uri, keys, "--alias", "staging", "--require", "export") == 0
+
+
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("server", marks=pytest.mark.integration)])
+def test_a_second_alias_never_changes_what_the_first_verifies(registry, keys, tmp_path, tiny_onnx, store):
+    """#32 item 4: the champion's own file promoted again under `staging`, and refused under `canary` (a failing
+    verdict): `verify --alias champion` still passes, and each alias verifies as its own decision says."""
+    from tests.support.mlflow_server import mlflow_server
+
+    sqlite_uri, _promote = registry
+    onnx_path = tmp_path / "candidate.onnx"
+    failing = tmp_path / "failing"
+    failing.mkdir()
+    verdict = Verdict.from_checks("export", [Check("c", passed=False)],
+                                  subject=Subject("m", sha256_file(onnx_path))).judged_with(ExportOptions())
+    write_report(StepResult.unrecorded(verdict, str(keys[0])), failing / "export.json")
+
+    def promote(uri, alias, verdicts):
+        return main(["promote", "--model-name", NAME, "--onnx", str(onnx_path), "--verdicts", str(verdicts),
+                     "--tracking-uri", uri, "--experiment", NAME, "--trusted-key", str(keys[1]), "--require",
+                     "export", "--alias", alias])
+
+    def scenario(uri):
+        assert promote(uri, "champion", tmp_path / "verdicts") == 0
+        assert promote(uri, "staging", tmp_path / "verdicts") == 0
+        assert promote(uri, "canary", failing) == 1
+        for alias, code in (("champion", 0), ("staging", 0), ("canary", 1)):
+            assert _verify(uri, keys, "--alias", alias, "--require", "export") == code, alias
+        tags = MlflowClient(uri).get_model_version(NAME, "1").tags
+        assert (tags["skewgate.promotion.champion.status"], tags["skewgate.promotion.staging.status"],
+                tags["skewgate.promotion.canary.status"]) == ("promoted", "promoted", "refused")
+
+    if store == "sqlite":
+        scenario(sqlite_uri)
+    else:
+        with mlflow_server(tmp_path / "server") as uri:
+            scenario(uri)
 
 
 def test_an_unknown_required_step_exits_2(registry, keys, capsys):

@@ -61,12 +61,24 @@ _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 RUN_NAME_TAG = "mlflow.runName"
 RUN_NAME_LIMIT = 250
 # Every tag name skewgate writes or reads is here. A registered version carries a handful (DESIGN.md, "MLflow
-# conventions"): the digest of its ONNX file, where its attestations are, the promotion's outcome and reason
-# (promote writes those), and the few tags a later step reads back from the version — the drift profile the
-# nightly run compares serving data with. Every step's evidence is the description's table and the attestation
-# folder, not a tag each.
-ATTESTATION_URI_TAG = "skewgate.attestation.uri"
-PROMOTION_TAGS = ("skewgate.promotion.status", "skewgate.promotion.reason")
+# conventions"): the digest of its ONNX file; per alias it was promoted (or refused) under, where its attestations
+# are and the promotion's outcome and reason (promote writes those); and the few tags a later step reads back from
+# the version — the drift profile the nightly run compares serving data with. Every step's evidence is the
+# description's table and the attestation folder, not a tag each.
+ATTESTATION_URI_TAG = "skewgate.attestation.uri"  # one per version, as written before decisions were per alias
+
+
+def attestation_uri_tag(alias: str) -> str:
+    """Where the attestations of the version's promotion to `alias` are (promote's signed decision among them): one
+    tag per alias, so that promoting the same file under another alias, or being refused there, never changes what
+    `verify --alias ALIAS` reads."""
+    return f"skewgate.attestation.{alias}.uri"
+
+
+def promotion_tags(alias: str) -> tuple[str, str]:
+    """The outcome of the version's last promotion to `alias` (`promoted` or `refused`) and why."""
+    return f"skewgate.promotion.{alias}.status", f"skewgate.promotion.{alias}.reason"
+
 PROFILE_URI_TAG = "skewgate.drift.profile_uri"  # where the champion's reference profile is (drift writes it)
 PROFILE_SHA_TAG = "skewgate.drift.profile_sha256"
 READ_BACK_TAGS = frozenset({PROFILE_URI_TAG, PROFILE_SHA_TAG})
@@ -96,7 +108,8 @@ MODEL_VERSION_TAG = "skewgate.model_version"  # the registry version the run pro
 CALIBRATE_EXCLUDED_TAG = "skewgate.calibrate.excluded_nodes"
 CALIBRATE_DROP_TAG = "skewgate.calibrate.accuracy_drop"
 CALIBRATE_MAC_SHARE_TAG = "skewgate.calibrate.int8_mac_share"
-MAX_VERSION_TAGS = 2 + len(PROMOTION_TAGS) + len(READ_BACK_TAGS)
+# the digest; for one alias, its attestations and outcome; the drift profile
+MAX_VERSION_TAGS = 1 + 1 + len(promotion_tags("champion")) + len(READ_BACK_TAGS)
 DESCRIPTION_LIMIT = 60000  # characters MLflow keeps of a description (its column is TEXT; the UI shows it all)
 UI_WORKFLOW = "workflowType=machine_learning"  # the MLflow 3 UI's "Model training" view (see EXPERIMENT_KIND_TAG)
 
@@ -313,10 +326,11 @@ def model_description(name: str, alias: str) -> str:
         "",
         f"* Alias `{alias}`: the version serving code loads (`models:/<name>@{alias}`); run `skewgate verify "
         f"--model-name <name> --alias {alias} --trusted-key <key.pub>` before loading it.",
-        f"* Tag `{PROMOTION_TAGS[0]}`: `promoted` or `refused`; `{PROMOTION_TAGS[1]}` says why.",
+        f"* Tag `{promotion_tags(alias)[0]}`: `promoted` or `refused` (one per alias); `{promotion_tags(alias)[1]}` "
+        "says why.",
         f"* Tag `{ONNX_DIGEST_TAG}`: SHA-256 of the version's `model.onnx`, the file the gates judged.",
-        f"* Tag `{ATTESTATION_URI_TAG}`: the signed verdicts and promote's signed decision (artifacts of the "
-        "promote run).",
+        f"* Tag `{attestation_uri_tag(alias)}`: the signed verdicts and promote's signed decision for that alias "
+        "(artifacts of the promote run).",
         "* Tags `skewgate.drift.*`: the reference profile the nightly drift check compares serving data with, "
         "and that check's latest result.",
         "* The version's description: one row per gate (status, key figure, short SHA-256 of its verdict file) "

@@ -44,8 +44,6 @@ from skewgate.common.verdict import Check, Status, Subject, Verdict, plain_detai
 
 log = logging.getLogger(__name__)
 STEP = "promote"
-OUTCOME_TAGS = conv.PROMOTION_TAGS
-ATTESTATION_URI_TAG = conv.ATTESTATION_URI_TAG
 INT8_SUFFIX = "-int8"
 STEP_SUFFIX = "-step"  # a stateful model's STEP model, the file served step by step
 # The steps that judge the served file: for a stateful model that is the STEP model, not the promoted FULL one
@@ -252,7 +250,7 @@ def promote(
               _Result(outcome="refused", status=decision.status, reason=_reason(decision), previous=previous,
                       holder=previous))
     log_written = _log_promotion(registry, inputs, version, result)
-    outcome_written = protected or _write_outcome(registry, model_name, version, result.won, result.reason,
+    outcome_written = protected or _write_outcome(registry, model_name, version, alias, result.won, result.reason,
                                                   description(inputs.evidence, decision, policy,
                                                               outcome=result.outcome))
     log.info("%s v%s: %s (%s)", model_name, version, result.outcome, result.reason)
@@ -341,9 +339,10 @@ def _record_evidence(registry: Registry, inputs: _Inputs, version: str, decision
     readback = registry.get_tags(name, version)
     # A concurrent promotion of the same file may have stored its own (equally valid) attestations since:
     # the URI must be there, not necessarily ours.
+    uri_tag = conv.attestation_uri_tag(alias)
     check_read_back(f"registry tags of {name} v{version} (alias {alias!r} not moved)", tags, readback,
-                    present_only={ATTESTATION_URI_TAG})
-    return tags[ATTESTATION_URI_TAG]
+                    present_only={uri_tag})
+    return tags[uri_tag]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -371,7 +370,7 @@ def _take_alias(registry: Registry, inputs: _Inputs, version: str, previous: str
     beside: dict[str, str] = {}  # suffix → the companion's version
     for companion in inputs.companions:
         beside[companion.suffix] = _register_beside(registry, companion, model_name=name, version=version,
-                                                    sha=inputs.sha, attestation_uri=attestation_uri)
+                                                    sha=inputs.sha, alias=alias, attestation_uri=attestation_uri)
     registry.claim(name, alias, version)
     holder, problem = _contend(registry, name, alias, version)
     if holder != version:
@@ -481,13 +480,13 @@ class Companion:
 
 
 def _register_beside(registry: Registry, companion: Companion, *, model_name: str, version: str, sha: str,
-                     attestation_uri: str) -> str:
+                     alias: str, attestation_uri: str) -> str:
     name = f"{model_name}{companion.suffix}"
     found = registry.find_version(name, companion.sha256) or registry.register(
         name, companion.path, companion.sha256, artifact_path=companion.folder)
     registry.set_tags(name, found, {
         conv.ONNX_DIGEST_TAG: companion.sha256, conv.FP32_MODEL_TAG: model_name, conv.FP32_VERSION_TAG: version,
-        conv.FP32_SHA_TAG: sha, ATTESTATION_URI_TAG: attestation_uri})
+        conv.FP32_SHA_TAG: sha, conv.attestation_uri_tag(alias): attestation_uri})
     return found
 
 
@@ -532,7 +531,8 @@ def _attest(registry: Registry, name: str, version: str, evidence: Mapping[str, 
         envelope = attest.sign(attest.statement(subject, attest.PROMOTION_PREDICATE, predicate), key)
         files[f"promotion{attest.ENVELOPE_SUFFIX}"] = attest.envelope_bytes(envelope)
     uri = registry.store_attestations(name, version, files)
-    return {ATTESTATION_URI_TAG: uri}  # promote's own signature is in it: `skewgate verify` checks it
+    # promote's own signature is in it (`skewgate verify` checks it), under this alias's tag only
+    return {conv.attestation_uri_tag(alias): uri}
 
 
 def _move_alias(registry: Registry, name: str, alias: str, version: str) -> None:
@@ -609,14 +609,16 @@ def description(evidence: Mapping[str, Evidence], decision: Verdict, policy: Pol
     return "\n".join(lines)
 
 
-def _write_outcome(registry: Registry, name: str, version: str, promoted: bool, reason: str,
+def _write_outcome(registry: Registry, name: str, version: str, alias: str, promoted: bool, reason: str,
                    text: str) -> bool:
-    """The human-facing outcome (tags and description), last: the alias (or its refusal) is already final, so
-    a failure here is reported in the details instead of turning a completed promotion into an error."""
+    """The human-facing outcome (the alias's tags and the description), last: the alias (or its refusal) is
+    already final, so a failure here is reported in the details instead of turning a completed promotion into an
+    error."""
+    status_tag, reason_tag = conv.promotion_tags(alias)
     try:
         registry.set_description(name, version, text)
-        registry.set_tags(name, version, {OUTCOME_TAGS[0]: "promoted" if promoted else "refused",
-                                          OUTCOME_TAGS[1]: reason[:5000]})
+        registry.set_tags(name, version, {status_tag: "promoted" if promoted else "refused",
+                                          reason_tag: reason[:5000]})
     except BackendError as err:
         log.warning("outcome tags of %s v%s not written: %s", name, version, err)
         return False

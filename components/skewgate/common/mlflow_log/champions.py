@@ -55,7 +55,7 @@ class RegistryChampions:
               attestations: bool = False) -> Champion | None:
         """The version `alias` points at and its tags, in one lookup; None when the model or the alias does not
         exist. With `workdir`, its MLflow Model is downloaded into `workdir/model`, and with `attestations` the
-        ones its `conv.ATTESTATION_URI_TAG` names into `workdir/attestations`. Downloaded from the version's own
+        ones its `conv.attestation_uri_tag(alias)` names into `workdir/attestations`. Downloaded from the version's own
         artifact location, not `models:/…`, which mlflow resolves against its process-wide registry URI (which
         need not be this one)."""
 
@@ -71,7 +71,9 @@ class RegistryChampions:
             return champion
         with _mapped(self.uri, f"locate the files of {name!r} v{champion.version}"):
             source = self.client.get_model_version_download_uri(name, champion.version)
-        stored = champion.tags.get(conv.ATTESTATION_URI_TAG) if attestations else None
+        # a version promoted before decisions were kept per alias has one tag (its decision still names its alias)
+        stored = (champion.tags.get(conv.attestation_uri_tag(alias)) or champion.tags.get(conv.ATTESTATION_URI_TAG)
+                  if attestations else None)
         return dataclasses.replace(
             champion, model_dir=self.download(str(source), workdir / "model"),
             attestations_dir=self.download(stored, workdir / "attestations") if stored else None)
