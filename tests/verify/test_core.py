@@ -48,20 +48,24 @@ def _mlmodel(data="model.onnx"):
 
 
 class _Source:
-    """The registry's reader (`ChampionReader`) holding one downloaded champion: what it hands out is what was
-    asked for, files and attestations only when asked."""
+    """The registry's reader (`ChampionReader`) holding one downloaded champion (and, by name, the other models'
+    versions the alias points at): what it hands out is what was asked for, files and attestations only when
+    asked."""
 
-    def __init__(self, champion):
-        self.champion = champion
+    def __init__(self, champion, **others):
+        self.champions = {champion.model_name: champion, **others}
 
     def fetch(self, name, alias, workdir=None, *, attestations=False):
+        champion = self.champions.get(name)
+        if champion is None:
+            return None
         if workdir is None:
-            return dataclasses.replace(self.champion, model_dir=None, attestations_dir=None)
-        return self.champion if attestations else dataclasses.replace(self.champion, attestations_dir=None)
+            return dataclasses.replace(champion, model_dir=None, attestations_dir=None)
+        return champion if attestations else dataclasses.replace(champion, attestations_dir=None)
 
 
-def _verify(champion, tmp_path, *, alias="champion", required=(), bounds=DEFAULT_BOUNDS):
-    return verify_champion(model_name=NAME, alias=alias, source=_Source(champion), trusted=TRUSTED,
+def _verify(champion, tmp_path, *, alias="champion", required=(), bounds=DEFAULT_BOUNDS, **others):
+    return verify_champion(model_name=NAME, alias=alias, source=_Source(champion, **others), trusted=TRUSTED,
                            workdir=tmp_path, gates=GatePolicy(required=required, bounds=bounds).promoting(alias))
 
 
@@ -205,6 +209,23 @@ def test_a_stateful_champion_verifies_with_the_probe_judged_on_the_step_model_it
         (stored / name).write_bytes(content)
     champion = Champion(model_name=NAME, alias="champion", version="1", tags=registry.versions[NAME]["1"],
                         model_dir=model_dir, attestations_dir=stored)
-    verdict = _verify(champion, tmp_path, required=REQUIRED)
+    step_dir = tmp_path / "step-model"
+    step_dir.mkdir()
+    shutil.copyfile(step, step_dir / "model.onnx")
+    (step_dir / "MLmodel").write_text(yaml.safe_dump(_mlmodel()))
+    served = Champion(model_name=f"{NAME}-step", alias="champion", version="1",
+                      tags=registry.versions[f"{NAME}-step"]["1"], model_dir=step_dir)
+    verdict = _verify(champion, tmp_path, required=REQUIRED, **{f"{NAME}-step": served})
     assert verdict.status == "pass", _failed(verdict)
-    assert verdict.check("evidence.probe").passed
+    assert verdict.check("evidence.probe").passed and verdict.check("served.step_model").passed
+
+    # #32 item 3: `<name>-step@champion` moved to a model that ignores its state (here: the FULL file), or gone
+    other = tmp_path / "other-step"
+    shutil.copytree(model_dir, other)
+    moved = dataclasses.replace(served, version="2", model_dir=other)
+    failed = _failed(_verify(champion, tmp_path / "moved", required=REQUIRED, **{f"{NAME}-step": moved}))
+    assert set(failed) == {"served.step_model"}
+    assert f"model.onnx (the file MLmodel loads) has sha256 {sha256_file(full)}" in failed["served.step_model"]
+    failed = _failed(_verify(champion, tmp_path / "gone", required=REQUIRED))
+    assert failed == {"served.step_model": f"{NAME}-step has no alias 'champion', but the decision names the STEP "
+                                           f"model sha256 {sha256_file(step)} as served"}

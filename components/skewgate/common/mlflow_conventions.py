@@ -87,6 +87,8 @@ READ_BACK_TAGS = frozenset({PROFILE_URI_TAG, PROFILE_SHA_TAG})
 NIGHTLY_TAG = "skewgate.drift.nightly"
 SERIES_TAG_PREFIX = "skewgate.drift.series."  # the anytime-valid series' state between nights (drift/stats/series.py)
 # A companion version registered beside the FP32 one (`<model>-int8`, `<model>-step`) names the version it belongs to
+INT8_SUFFIX = "-int8"
+STEP_SUFFIX = "-step"  # a stateful model's STEP model, the file served step by step
 FP32_MODEL_TAG, FP32_VERSION_TAG, FP32_SHA_TAG = "skewgate.fp32.model", "skewgate.fp32.version", "skewgate.fp32.sha256"
 # What a step's verdict asks to be tagged under its own `skewgate.<step>.` prefix and another step reads
 CALIBRATE_INT8_SHA_TAG = "skewgate.calibrate.int8_sha256"  # the INT8 file calibrate wrote (promote checks it)

@@ -44,8 +44,8 @@ from skewgate.common.verdict import Check, Status, Subject, Verdict, plain_detai
 
 log = logging.getLogger(__name__)
 STEP = "promote"
-INT8_SUFFIX = "-int8"
-STEP_SUFFIX = "-step"  # a stateful model's STEP model, the file served step by step
+INT8_SUFFIX = conv.INT8_SUFFIX
+STEP_SUFFIX = conv.STEP_SUFFIX
 # The steps that judge the served file: for a stateful model that is the STEP model, not the promoted FULL one
 SERVED_BY = ("probe",)
 SETTLE_S = 1.0  # after moving the alias, before reading it back: a concurrent write lands within this

@@ -6,7 +6,9 @@ have the SHA-256 of the version's evidence tag, and the folder may hold no other
 and no external data, which no gated digest covers. Then open promote's signed decision: it must be by a trusted
 key, say `pass`, and name this digest, this model name, this version and the alias asked about, under a policy that
 required at least the steps asked for; then every required step's stored verdict must be signed by a trusted key,
-about this digest, acceptable under the recorded policy, and the very verdict promote recorded.
+about this digest, acceptable under the recorded policy, and the very verdict promote recorded. A stateful
+release serves its STEP model too (`<name>-step@alias`): when the decision names one, that version's file must be
+it (`served.step_model`), so that moving the STEP alias to another model fails.
 """
 
 from __future__ import annotations
@@ -66,10 +68,31 @@ def verify_champion(*, model_name: str, alias: str, source: ChampionReader, trus
                             + f"; asked for {', '.join(required) or '(nothing)'}"))
         # a stateful model's probe judged its STEP model, which the signed decision names (promote's `served`)
         served = named if isinstance(named := promotion.get("served"), dict) else {}
+        if served:
+            checks.append(_served_step_check(source, model_name=model_name, alias=alias, workdir=workdir,
+                                             digests={str(d) for d in served.values()}))
         for step in dict.fromkeys([*decided, *required]):
             checks.append(_step_check(champion.attestations_dir, step, trusted, str(served.get(step, expected)),
                                       policy, gates, promotion.get("evidence", {}).get(step, {})))
     return Verdict.from_checks(STEP, checks, subject=subject)
+
+
+def _served_step_check(source: ChampionReader, *, model_name: str, alias: str, workdir: Path,
+                       digests: set[str]) -> Check:
+    """A stateful release serves its STEP model, `<name>-step@alias`, which the signed decision names by digest:
+    that version's file must be it, the one file its MLmodel loads, as for the promoted model itself."""
+    name = f"{model_name}{conv.STEP_SUFFIX}"
+    if len(digests) != 1:
+        return Check("served.step_model", passed=False, detail=f"the decision names {len(digests)} served files")
+    (digest,) = digests
+    step = source.fetch(name, alias, workdir / "step")
+    if step is None:
+        return Check("served.step_model", passed=False, detail=f"{name} has no alias {alias!r}, but the decision "
+                     f"names the STEP model sha256 {digest} as served")
+    problems = [f"{c.name}: {c.detail}" for c in served_file_checks(step.files(), digest) if not c.passed]
+    return Check("served.step_model", passed=not problems,
+                 detail="; ".join(problems) or f"{step.label} serves sha256 {digest}, the STEP model the decision "
+                 "names")
 
 
 def served_file_checks(model_dir: Path, expected: str) -> list[Check]:
