@@ -488,3 +488,35 @@ def test_a_local_store_that_does_not_exist_is_refused_and_not_created(tmp_path):
     with pytest.raises(InputError, match=r"found no registry at .*mlfow\.db"):
         mlflow_log.connect(uri, experiment="x", deadline_s=1)
     assert not (tmp_path / "mlfow.db").exists()
+
+
+@pytest.mark.parametrize("pointed", [
+    pytest.param("/dev/zero", id="device"),
+    pytest.param("file:///etc", id="a-folder-of-this-machine"),
+    pytest.param("{artifacts}/model", id="not-an-attestations-folder"),
+    pytest.param("{artifacts}/attestations/v1/../../../../..", id="climbing-out"),
+    pytest.param("{other}/attestations/v1", id="another-store"),
+])
+def test_an_attestations_tag_pointing_outside_the_store_is_refused_unread(tracking, tmp_path, tiny_onnx, pointed):
+    """#32 item 6: a tag anyone with registry write access can set must not make verify copy from anywhere."""
+    folder = tmp_path / "upload"
+    folder.mkdir()
+    (folder / "model.onnx").write_bytes(tiny_onnx.read_bytes())
+    with tracking.step_run("promote", pipeline_run_id=None) as run:
+        run.tracking.client.log_artifacts(run.run_id, str(folder), "model")
+        run.tracking.client.log_artifacts(run.run_id, str(folder), "attestations/v1")
+        artifacts = run.tracking.client.get_run(run.run_id).info.artifact_uri
+    other = f"file://{tmp_path}/elsewhere/1/{'0' * 32}/artifacts"
+    client = tracking.client
+    client.create_registered_model("digits")
+    client.create_model_version("digits", f"{artifacts}/model", tags={
+        conv.ONNX_DIGEST_TAG: sha256_file(tiny_onnx),
+        conv.attestation_uri_tag("champion"): pointed.format(artifacts=artifacts, other=other)})
+    client.set_registered_model_alias("digits", "champion", "1")
+    found = mlflow_log.RegistryChampions.of(tracking).fetch("digits", "champion", tmp_path / "dl", attestations=True)
+    assert found is not None and found.attestations_dir is None
+    assert "not the attestations/v<N> folder of a run in" in found.attestations_refused
+    assert not (tmp_path / "dl" / "attestations").exists()
+    client.set_model_version_tag("digits", "1", conv.attestation_uri_tag("champion"), f"{artifacts}/attestations/v1")
+    found = mlflow_log.RegistryChampions.of(tracking).fetch("digits", "champion", tmp_path / "ok", attestations=True)
+    assert found is not None and found.attestations_dir is not None and not found.attestations_refused

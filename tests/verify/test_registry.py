@@ -254,6 +254,16 @@ def test_a_second_alias_never_changes_what_the_first_verifies(registry, keys, tm
             scenario(uri)
 
 
+def test_an_attestations_tag_pointed_at_a_device_fails_without_reading_it(registry, keys, tmp_path):
+    uri, promote = registry
+    assert promote() == 0
+    MlflowClient(uri).set_model_version_tag(NAME, "1", "skewgate.attestation.champion.uri", "/dev/zero")
+    before = _snapshot(uri)
+    assert _verify(uri, keys, "--require", "export", report=tmp_path / "zero.json") == 1
+    assert "the attestations tag names '/dev/zero'" in _failed(tmp_path / "zero.json")["attestation.promotion"]
+    assert _snapshot(uri) == before
+
+
 def test_an_unknown_required_step_exits_2(registry, keys, capsys):
     uri, promote = registry
     assert promote() == 0

@@ -24,6 +24,7 @@ class Champion:
     tags: Mapping[str, str]
     model_dir: Path | None = None
     attestations_dir: Path | None = None
+    attestations_refused: str = ""  # why the attestations a tag names were not downloaded (outside the store)
 
     @property
     def uri(self) -> str:

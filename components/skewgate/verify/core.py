@@ -51,8 +51,8 @@ def verify_champion(*, model_name: str, alias: str, source: ChampionReader, trus
               *served_file_checks(champion.files(), expected)]
     subject = Subject(artifact=champion.uri, sha256=expected or "0" * 64)
     if champion.attestations_dir is None:
-        checks.append(Check("attestation.promotion", passed=False,
-                            detail=f"no {conv.attestation_uri_tag(alias)} tag: never promoted under {alias!r}"))
+        checks.append(Check("attestation.promotion", passed=False, detail=champion.attestations_refused or
+                            f"no {conv.attestation_uri_tag(alias)} tag: never promoted under {alias!r}"))
         return Verdict.from_checks(STEP, checks, subject=subject)
     promotion, problem = _promotion(champion, trusted, expected, model_name=model_name, alias=alias)
     checks.append(Check("attestation.promotion", passed=not problem, detail=problem or

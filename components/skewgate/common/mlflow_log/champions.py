@@ -4,6 +4,7 @@ compare and nightly drift; promote's `MlflowRegistry` is one too), and artifacts
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,9 +75,10 @@ class RegistryChampions:
         # a version promoted before decisions were kept per alias has one tag (its decision still names its alias)
         stored = (champion.tags.get(conv.attestation_uri_tag(alias)) or champion.tags.get(conv.ATTESTATION_URI_TAG)
                   if attestations else None)
+        refused = attestations_outside(stored, str(source)) if stored else ""
         return dataclasses.replace(
-            champion, model_dir=self.download(str(source), workdir / "model"),
-            attestations_dir=self.download(stored, workdir / "attestations") if stored else None)
+            champion, model_dir=self.download(str(source), workdir / "model"), attestations_refused=refused,
+            attestations_dir=self.download(stored, workdir / "attestations") if stored and not refused else None)
 
     def download(self, artifact_uri: str, directory: Path) -> Path:
         """Fetch one artifact by URI (as recorded in a tag) into `directory`."""
@@ -85,6 +87,24 @@ class RegistryChampions:
         with _mapped(self.uri, f"download {artifact_uri}"):
             return Path(mlflow.artifacts.download_artifacts(artifact_uri=artifact_uri, dst_path=str(directory),
                                                             tracking_uri=self.uri))
+
+
+# A run's artifacts in MLflow's artifact store: `<experiment root>/<run id>/artifacts/…`
+_RUN_ARTIFACTS = re.compile(r"(?P<root>.+)/[0-9a-f]{32}/artifacts/")
+
+
+def attestations_outside(uri: str, source: str) -> str:
+    """Why `uri` (a tag's value: anyone with write access to the registry can set it) is not a promote run's
+    attestations folder in the artifact store the version's own files (`source`) are in; "" when it is. So a
+    tag cannot make a reader copy `/dev/zero`, a device, or another store's files."""
+    found = _RUN_ARTIFACTS.match(source)
+    if found is None:
+        return f"the version's files ({source}) are not a run's artifacts, so no attestations folder is trusted"
+    pattern = re.escape(found["root"]) + r"/[0-9a-f]{32}/artifacts/attestations/v[0-9]+"
+    if not re.fullmatch(pattern, uri):
+        return (f"the attestations tag names {uri[:200]!r}, not the attestations/v<N> folder of a run in "
+                f"{found['root']}")
+    return ""
 
 
 def alias_version(tracking: Tracking, name: str, alias: str) -> str | None:
