@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from skewgate import __version__
 from skewgate.common.errors import SkewgateError
+from skewgate.common.interrupts import Terminated, raise_on_sigterm
 
 # subcommand → module with `build_parser(parser)` and `main(argv, parser)`; imported only when chosen.
 COMMANDS = {
@@ -84,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = argparse.ArgumentParser(prog=f"skewgate {argv[0]}")
     try:
         return int(module.main(argv[1:], sub))
+    except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (`raise_on_sigterm`): one line, the shell's exit codes
+        terminated = isinstance(err, Terminated)
+        print(f"skewgate {argv[0]}: interrupted ({'SIGTERM' if terminated else 'SIGINT'})", file=sys.stderr)
+        return 143 if terminated else 130
     except SkewgateError as err:
         # A mistake in the setup found before any evaluation (a tracking URI MLflow would misread, an unknown
         # required step): one line, and the traceback only with -v (the command's debug logging).
@@ -93,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> NoReturn:
-    """The `skewgate` console script: run the command, then `leave`."""
+    """The `skewgate` console script: run the command (SIGTERM interrupting it as Ctrl-C does), then `leave`."""
+    raise_on_sigterm()
     leave(main())
 
 

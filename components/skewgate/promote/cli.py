@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from skewgate.common.cli_support import add_common_args, describe, finish_cli, tracking_options
+from skewgate.common.interrupts import deferred_interrupts
 from skewgate.common.policy import load_policy
 from skewgate.promote.core import INT8_SUFFIX, STEP_SUFFIX, validate_target
 from skewgate.promote.run import STEPS, TASK_NAMES, PromoteOptions, resolve_steps, run, split_steps
@@ -68,7 +69,10 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     options = PromoteOptions(alias=args.alias, required=required, allow_warn=args.allow_warn,
                              trusted_keys=tuple(args.trusted_key), allow_unsigned=args.allow_unsigned,
                              version=args.version, policy=str(args.policy or ""))
-    result = run(model_name=args.model_name, onnx=args.onnx, verdicts_dir=args.verdicts, options=options,
-                  tracking=tracking, int8=args.int8, step=args.stream_onnx,
-                  example_inputs=args.example_inputs)
-    return finish_cli(result, args)
+    # Once it starts, a promotion ends as its log records it: an interrupt waits for the registry writes, the step
+    # run and the report (each bounded by --mlflow-deadline), then exits 130/143 (`skewgate`'s main).
+    with deferred_interrupts("the promotion (registry writes, its log, the report)"):
+        result = run(model_name=args.model_name, onnx=args.onnx, verdicts_dir=args.verdicts, options=options,
+                     tracking=tracking, int8=args.int8, step=args.stream_onnx,
+                     example_inputs=args.example_inputs)
+        return finish_cli(result, args)

@@ -1,0 +1,83 @@
+"""Interrupts: Ctrl-C and SIGTERM end any command with one line and exit 130/143, never a traceback; a promotion
+that has started finishes what it writes (its log records it) before it stops."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from skewgate.common.interrupts import Terminated, deferred_interrupts, raise_on_sigterm
+from tests.verify.test_registry import _SilentServer
+
+
+@pytest.mark.parametrize(("number", "raised"), [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Terminated)],
+                         ids=["SIGINT", "SIGTERM"])
+def test_a_deferred_interrupt_lets_the_block_finish_then_raises(number, raised, capsys):
+    previous = signal.getsignal(signal.SIGTERM)
+    raise_on_sigterm()
+    try:
+        finished = []
+        with pytest.raises(raised), deferred_interrupts("the work"):
+            os.kill(os.getpid(), number)
+            time.sleep(0.05)  # the handler has run by now: nothing was raised inside
+            finished.append(True)
+        assert finished == [True]
+        assert f"{signal.Signals(number).name} received; finishing the work first" in capsys.readouterr().err
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # as they were before the block
+        with pytest.raises(raised):  # and an interrupt outside a block raises at once
+            os.kill(os.getpid(), number)
+            time.sleep(0.05)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_block_without_an_interrupt_raises_nothing():
+    with deferred_interrupts("nothing"):
+        pass
+
+
+@pytest.fixture
+def silent():
+    server = _SilentServer()
+    yield f"http://127.0.0.1:{server.port}"
+    server.close()
+
+
+def _interrupted(argv, number, *, after_s=2.5):
+    process = subprocess.Popen([sys.executable, "-m", "skewgate", *argv], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    time.sleep(after_s)
+    started = time.monotonic()
+    process.send_signal(number)
+    _out, err = process.communicate(timeout=120)
+    return process.returncode, err, time.monotonic() - started
+
+
+@pytest.mark.parametrize(("number", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_command_ends_with_one_line_and_the_shells_exit_code(silent, keys, number, code):
+    """verify, waiting on a server that never answers (deadline 60 s), stops at once."""
+    returncode, err, took = _interrupted(["verify", "--model-name", "m", "--tracking-uri", silent, "--trusted-key",
+                                          str(keys[1]), "--mlflow-deadline", "60"], number)
+    assert returncode == code, err
+    name = signal.Signals(number).name
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == f"skewgate verify: interrupted ({name})"
+    assert took < 30
+
+
+def test_an_interrupted_promotion_finishes_what_it_started_then_exits_130(silent, tmp_path, tiny_onnx):
+    """promote, connecting to a server that never answers (deadline 8 s): Ctrl-C waits for the step to end as it
+    would have (could not evaluate; its report written), then the command exits 130 in one line."""
+    (tmp_path / "verdicts").mkdir()
+    report = tmp_path / "promote.json"
+    returncode, err, _took = _interrupted(["promote", "--model-name", "m", "--onnx", str(tiny_onnx), "--verdicts",
+                                          str(tmp_path / "verdicts"), "--tracking-uri", silent, "--require",
+                                          "export", "--allow-unsigned", "--mlflow-deadline", "8", "--report",
+                                          str(report)], signal.SIGINT)
+    assert returncode == 130, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "skewgate promote: interrupted (SIGINT)"
+    assert "SIGINT received; finishing the promotion" in err
+    assert report.is_file()  # the step ended as its verdict says, then the interrupt was honoured
