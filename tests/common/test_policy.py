@@ -3,6 +3,7 @@ and a policy file is read strictly (the file and the field named)."""
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -256,3 +257,41 @@ def test_a_stateful_release_requires_parity_and_probe_stream_checks():
     assert policy.problems(_verdict("probe", ProbeOptions())) == \
         [f"no check 'stream.*', which the policy ({policy.source}) requires"]
     assert GatePolicy().problems(_verdict("parity", ParityOptions())) == []  # a stateless release asks none
+
+
+KEY_A, KEY_B, KEY_C = "a" * 64, "b" * 64, "c" * 64
+
+
+def test_a_policy_revokes_keys_and_bounds_their_validity(tmp_path):
+    """#32 item 9: a trusted key can be revoked, and trusted only within a window; an instant just inside each
+    bound is trusted and one just outside is not."""
+    from datetime import UTC, datetime, timedelta
+
+    path = _policy_file(tmp_path, f"keys:\n  revoked: [{KEY_A}]\n  valid:\n    {KEY_B}: "
+                                  "{not_before: '2026-01-01T00:00:00Z', not_after: '2027-01-01T00:00:00+00:00'}\n")
+    policy = load_policy(path)
+    keys = {KEY_A: "pub-a", KEY_B: "pub-b", KEY_C: "pub-c"}
+    start, end = datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC)
+    second = timedelta(seconds=1)
+    for now, trusted in ((start, {KEY_B, KEY_C}), (end, {KEY_B, KEY_C}), (start - second, {KEY_C}),
+                         (end + second, {KEY_C})):
+        kept, dropped = policy.trusted(keys, now=now)
+        assert set(kept) == trusted, now
+        assert f"key {KEY_A[:16]}… is revoked by the policy ({path})" in dropped
+    kept, dropped = policy.trusted(keys, now=end + second)
+    assert any("is valid from 2026-01-01 00:00:00+00:00 to 2027-01-01 00:00:00+00:00" in d for d in dropped)
+    assert GatePolicy().trusted(keys) == (keys, [])  # no policy file: every key given is trusted
+    assert policy.describe()["revoked_keys"] == [KEY_A]
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    pytest.param("keys: {revoked: [abc]}\n", "keys.revoked", id="not-a-key-id"),
+    pytest.param("keys: {expired: []}\n", "keys", id="unknown-field"),
+    pytest.param(f"keys: {{valid: {{{KEY_B}: {{not_after: '2027-01-01T00:00:00'}}}}}}\n",
+                 f"keys.valid.{KEY_B}.not_after", id="no-offset"),
+    pytest.param(f"keys: {{valid: {{{KEY_B}: {{not_after: tomorrow}}}}}}\n", f"keys.valid.{KEY_B}.not_after",
+                 id="not-a-time"),
+])
+def test_a_malformed_keys_section_names_the_field(tmp_path, text, field):
+    with pytest.raises(InputError, match=rf"policy\.yaml: {re.escape(field)}:"):
+        load_policy(_policy_file(tmp_path, text))

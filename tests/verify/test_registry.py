@@ -264,6 +264,27 @@ def test_an_attestations_tag_pointed_at_a_device_fails_without_reading_it(regist
     assert _snapshot(uri) == before
 
 
+@pytest.mark.parametrize("keys_section", ["revoked: [{keyid}]",
+                                          "valid: {{{keyid}: {{not_after: '2026-01-01T00:00:00Z'}}}}"],
+                         ids=["revoked", "expired"])
+def test_a_key_the_policy_revoked_or_let_expire_is_trusted_by_neither_promote_nor_verify(registry, keys, tmp_path,
+                                                                                        capsys, keys_section):
+    from skewgate.common import attest
+
+    uri, promote = registry
+    assert promote() == 0
+    (keyid,) = attest.load_trusted_keys([keys[1]])
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("keys:\n  " + keys_section.format(keyid=keyid) + "\n")
+    before = _snapshot(uri)
+    assert _verify(uri, keys, "--require", "export", "--policy", str(policy)) == 2
+    assert promote("--policy", str(policy), "--alias", "staging") == 2
+    err = capsys.readouterr().err
+    assert err.count(f"key {keyid[:16]}… is " + ("revoked" if "revoked" in keys_section else "valid from")) == 2
+    assert _snapshot(uri)[:2] == before[:2]  # models, aliases and versions as they were
+    assert _verify(uri, keys, "--require", "export") == 0
+
+
 def test_an_unknown_required_step_exits_2(registry, keys, capsys):
     uri, promote = registry
     assert promote() == 0

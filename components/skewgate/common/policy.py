@@ -18,6 +18,9 @@ A policy file (`--policy FILE`, JSON or YAML) holds, all optional:
         thresholds.accuracy.max_regression: {at_most: 0.01}
     checks:                       # per step: checks its verdict must hold, passed (`*` globs)
       parity: ["stream.*"]
+    keys:                         # trusted keys (`--trusted-key`) this policy no longer or not yet trusts
+      revoked: [KEYID]            # `skewgate keys` key ids (SHA-256 of the raw public key)
+      valid: {KEYID: {not_before: 2026-01-01T00:00:00Z, not_after: 2027-01-01T00:00:00Z}}
 
 Rules: `at_most` (a number no larger: tolerances, budgets, drops, latency), `at_least` (a number no smaller:
 alphas, SQNR floors, sample counts), `equals` (exactly this value: an override that must stay unset), `one_of`,
@@ -37,8 +40,10 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -165,6 +170,8 @@ class GatePolicy:
     bounds: tuple[Bound, ...] = DEFAULT_BOUNDS
     checks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # step → check names (globs) it must hold
     source: str = DEFAULT_SOURCE  # the policy file, or the defaults
+    revoked_keys: frozenset[str] = frozenset()  # key ids never trusted, whatever `--trusted-key` says
+    key_windows: Mapping[str, tuple[datetime | None, datetime | None]] = field(default_factory=dict)
 
     def problems(self, verdict: Verdict) -> list[str]:
         """Why `verdict` does not meet this policy's bounds and required checks for its step (empty: it does).
@@ -187,6 +194,23 @@ class GatePolicy:
             problems += [f"check {c.name} failed, which the policy requires" for c in held if not c.passed]
         return problems
 
+    def trusted(self, keys: Mapping[str, Any], *, now: datetime | None = None) -> tuple[dict[str, Any], list[str]]:
+        """The trusted `keys` (key id → public key) this policy still trusts at `now`, and why each other one is
+        not: revoked, or outside its validity window."""
+        now = now or datetime.now(UTC)
+        kept, dropped = {}, []
+        for keyid, key in keys.items():
+            not_before, not_after = self.key_windows.get(keyid, (None, None))
+            if keyid in self.revoked_keys:
+                dropped.append(f"key {keyid[:16]}… is revoked by the policy ({self.source})")
+            elif (not_before and now < not_before) or (not_after and now > not_after):
+                dropped.append(f"key {keyid[:16]}… is valid from {not_before or 'any time'} to "
+                               f"{not_after or 'any time'} by the policy ({self.source}), not at "
+                               f"{now:%Y-%m-%dT%H:%M:%SZ}")
+            else:
+                kept[keyid] = key
+        return kept, dropped
+
     def promoting(self, alias: str) -> GatePolicy:
         """This policy for a promotion to (or a check of) `alias`: compare must have judged against the version that
         very alias holds, whatever the file says of `compare.alias`."""
@@ -202,7 +226,9 @@ class GatePolicy:
     def describe(self) -> dict[str, Any]:
         """The policy as signed into promote's decision (verify reads `required` and `allow_warn` back)."""
         return {"required": list(self.required), "allow_warn": self.allow_warn, "source": self.source,
-                "bounds": [b.describe() for b in self.bounds], "checks": {k: list(v) for k, v in self.checks.items()}}
+                "bounds": [b.describe() for b in self.bounds], "checks": {k: list(v) for k, v in self.checks.items()},
+                "revoked_keys": sorted(self.revoked_keys),
+                "key_windows": {k: [w.isoformat() if w else None for w in v] for k, v in self.key_windows.items()}}
 
 
 def load_policy(path: str | Path, *, required: Sequence[str] = RELEASE_GATE_STEPS,
@@ -227,10 +253,11 @@ def parse_policy(document: Any, *, source: str, required: Sequence[str] = RELEAS
         document = {}
     if not isinstance(document, dict):
         raise InputError(source, expected="a policy: a mapping", found=type(document).__name__)
-    unknown = sorted(set(map(str, document)) - {"schema_version", "required", "allow_warn", "settings", "checks"})
+    unknown = sorted(set(map(str, document)) - {"schema_version", "required", "allow_warn", "settings", "checks",
+                                                "keys"})
     if unknown:
-        raise InputError(source, field=unknown[0], expected="schema_version, required, allow_warn, settings, checks",
-                         found=f"unknown field(s) {unknown}")
+        raise InputError(source, field=unknown[0], expected="schema_version, required, allow_warn, settings, checks, "
+                         "keys", found=f"unknown field(s) {unknown}")
     version = document.get("schema_version", POLICY_SCHEMA_VERSION)
     if version != POLICY_SCHEMA_VERSION or isinstance(version, bool):
         raise InputError(source, field="schema_version", expected=str(POLICY_SCHEMA_VERSION), found=repr(version))
@@ -257,8 +284,51 @@ def parse_policy(document: Any, *, source: str, required: Sequence[str] = RELEAS
             raise InputError(source, field=f"checks.{step}", expected="a non-empty list of check names",
                              found=repr(names))
         checks[step] = tuple(names)
+    revoked, windows = _keys(document.get("keys", {}), source=source)
     return GatePolicy(required=tuple(required), allow_warn=allow_warn, bounds=tuple(rules.values()), checks=checks,
-                      source=source)
+                      source=source, revoked_keys=revoked, key_windows=windows)
+
+
+_KEYID = re.compile(r"[0-9a-f]{64}")
+
+
+def _keys(value: Any, *, source: str) -> tuple[frozenset[str], dict[str, tuple[datetime | None, datetime | None]]]:
+    """The policy's `keys`: revoked key ids, and validity windows by key id."""
+    if not isinstance(value, dict) or set(map(str, value)) - {"revoked", "valid"}:
+        raise InputError(source, field="keys", expected="a mapping with `revoked` and/or `valid`",
+                         found=repr(value)[:80])
+    revoked = value.get("revoked", [])
+    if not isinstance(revoked, list) or not all(isinstance(k, str) and _KEYID.fullmatch(k) for k in revoked):
+        raise InputError(source, field="keys.revoked", expected="a list of key ids (64 lowercase hex digits)",
+                         found=repr(revoked)[:80])
+    windows: dict[str, tuple[datetime | None, datetime | None]] = {}
+    valid = value.get("valid", {})
+    if not isinstance(valid, dict):
+        raise InputError(source, field="keys.valid", expected="a mapping of key id → {not_before, not_after}",
+                         found=type(valid).__name__)
+    for keyid, window in valid.items():
+        where = f"keys.valid.{keyid}"
+        if not _KEYID.fullmatch(str(keyid)) or not isinstance(window, dict) or not window or \
+                set(map(str, window)) - {"not_before", "not_after"}:
+            raise InputError(source, field=where, expected="a key id → {not_before: TIME, not_after: TIME}",
+                             found=repr(window)[:80])
+        windows[str(keyid)] = (_instant(window.get("not_before"), source, f"{where}.not_before"),
+                               _instant(window.get("not_after"), source, f"{where}.not_after"))
+    return frozenset(revoked), windows
+
+
+def _instant(value: Any, source: str, where: str) -> datetime | None:
+    """An ISO 8601 time with its offset (YAML may have read it as a datetime already); None when not given."""
+    if value is None:
+        return None
+    try:
+        instant = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    except ValueError as err:
+        raise InputError(source, field=where, expected="an ISO 8601 time such as 2027-01-01T00:00:00Z",
+                         found=repr(value)) from err
+    if instant.tzinfo is None:
+        raise InputError(source, field=where, expected="a time with its offset (Z or +HH:MM)", found=repr(value))
+    return instant
 
 
 def write_policy(text: str, folder: Path) -> str:

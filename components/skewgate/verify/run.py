@@ -4,14 +4,17 @@ is an `error` verdict."""
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from skewgate.common.errors import SkewgateError
+from skewgate.common.errors import InputError, SkewgateError
 from skewgate.common.recording import StepResult, TrackingOptions
 from skewgate.common.steps import DEFAULT_ALIAS, RELEASE_GATE_STEPS
 from skewgate.common.verdict import Verdict
+
+log = logging.getLogger(__name__)
 
 STEP = "verify"
 
@@ -50,7 +53,11 @@ def _verdict(*, model_name: str, options: VerifyOptions, tracking: TrackingOptio
         required = resolve_steps(options.required, source="--require")
         gates = (load_policy(options.policy, required=required) if options.policy
                  else GatePolicy(required=required)).promoting(options.alias)
-        trusted = attest.load_trusted_keys(attest.trusted_key_paths(options.trusted_keys))
+        trusted, dropped = gates.trusted(attest.load_trusted_keys(attest.trusted_key_paths(options.trusted_keys)))
+        if dropped and not trusted:
+            raise InputError("--trusted-key", expected="a key the policy trusts", found="; ".join(dropped))
+        for reason in dropped:
+            log.warning("%s", reason)
         if not tracking.uri:
             raise SkewgateError("no registry: set --tracking-uri or MLFLOW_TRACKING_URI")
         source = mlflow_log.RegistryChampions.connect(tracking.uri, deadline_s=tracking.deadline_s)
