@@ -520,3 +520,29 @@ def test_an_attestations_tag_pointing_outside_the_store_is_refused_unread(tracki
     client.set_model_version_tag("digits", "1", conv.attestation_uri_tag("champion"), f"{artifacts}/attestations/v1")
     found = mlflow_log.RegistryChampions.of(tracking).fetch("digits", "champion", tmp_path / "ok", attestations=True)
     assert found is not None and found.attestations_dir is not None and not found.attestations_refused
+
+
+@pytest.mark.parametrize(("age_s", "announced", "waited_for"), [
+    pytest.param(5.0, False, True, id="just-started-not-yet-announced"),
+    pytest.param(20.0, False, True, id="unannounced-inside-the-grace"),
+    pytest.param(45.0, False, False, id="unannounced-past-the-grace"),
+    pytest.param(3600.0, False, False, id="left-by-a-crash"),
+    pytest.param(3600.0, True, True, id="announced-and-under-way"),
+])
+def test_a_promote_run_that_never_named_its_target_holds_no_promotion_past_the_grace(tracking, age_s, announced,
+                                                                                   waited_for):
+    """#32 item 7: a RUNNING promote run on another host (its process cannot be checked) that never announced a
+    target was left by a crash: every later promotion of the model waited ~300 s for it."""
+    import time as clock
+
+    from skewgate.common.mlflow_log.registry import UNANNOUNCED_GRACE_S
+
+    assert UNANNOUNCED_GRACE_S == 30.0
+    tags = {"skewgate.step": "promote", conv.PROCESS_TAG: "another-host:4242:1"}
+    if announced:
+        tags[conv.PROMOTE_TARGET_TAG] = "digits@champion"
+    orphan = tracking.client.create_run(tracking.experiment_id, start_time=int((clock.time() - age_s) * 1000),
+                                        tags=tags)
+    with tracking.step_run("promote", pipeline_run_id=None) as run:
+        found = mlflow_log.MlflowRegistry(run).contenders("digits", "champion", "2")
+    assert (orphan.info.run_id in found) == waited_for

@@ -207,7 +207,9 @@ class MlflowRegistry(RegistryChampions):
     def contenders(self, name: str, alias: str, version: str) -> list[str]:
         """The other promote runs of this experiment still under way (RUNNING, their process not known to be
         gone, started less than `STALE_RUN_AFTER_S` ago) that target `name@alias` — or have not said yet which
-        target — and have not claimed this same version. Names are compared here, never put into a filter."""
+        target, for at most `UNANNOUNCED_GRACE_S` after they started (a promotion announces its target within
+        seconds; one that never did was left by a crash, and must not hold every later promotion for minutes) —
+        and have not claimed this same version. Names are compared here, never put into a filter."""
         now_ms = time.time() * 1000
         with self.tracking.mapped(f"find promotions to {name}@{alias} under way"):
             runs = self.client.search_runs([self.tracking.experiment_id],
@@ -216,10 +218,12 @@ class MlflowRegistry(RegistryChampions):
         found = []
         for run in runs:
             tags = run.data.tags
+            age_s = (now_ms - (run.info.start_time or 0)) / 1000
+            announced = conv.PROMOTE_TARGET_TAG in tags
             if run.info.run_id == self.run.run_id or tags.get(conv.PROMOTE_VERSION_TAG) == version or \
                     tags.get(conv.PROMOTE_TARGET_TAG, _target(name, alias)) != _target(name, alias) or \
-                    process_gone(tags.get(conv.PROCESS_TAG, "")) or \
-                    now_ms - (run.info.start_time or 0) > STALE_RUN_AFTER_S * 1000:
+                    process_gone(tags.get(conv.PROCESS_TAG, "")) or age_s > STALE_RUN_AFTER_S or \
+                    (not announced and age_s > UNANNOUNCED_GRACE_S):
                 continue
             found.append(str(run.info.run_id))
         return found
@@ -246,6 +250,7 @@ class MlflowRegistry(RegistryChampions):
 
 
 STALE_RUN_AFTER_S = 6 * 3600.0  # a RUNNING run this old whose process cannot be checked is taken as dead
+UNANNOUNCED_GRACE_S = 30.0  # a promote run that has not named its target this long after it started never will
 
 
 def _target(name: str, alias: str) -> str:
