@@ -295,3 +295,15 @@ def test_a_policy_revokes_keys_and_bounds_their_validity(tmp_path):
 def test_a_malformed_keys_section_names_the_field(tmp_path, text, field):
     with pytest.raises(InputError, match=rf"policy\.yaml: {re.escape(field)}:"):
         load_policy(_policy_file(tmp_path, text))
+
+
+def test_the_documented_defaults_are_the_default_bounds():
+    """docs/policy.md's table of defaults lists exactly `DEFAULT_BOUNDS`, in order."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "policy.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\w+) \| `([\w.]+)` \| (\w+) \| (.+) \|$", text, flags=re.MULTILINE)
+    assert [(step, setting, rule) for step, setting, rule, _ in rows] == \
+        [(b.step, b.setting, b.rule) for b in DEFAULT_BOUNDS]
+    assert [value for *_, value in rows] == [
+        "(any value)" if b.rule == "any" else f"`{json.dumps(b.value)}`" for b in DEFAULT_BOUNDS]
