@@ -248,3 +248,16 @@ def test_a_details_field_marked_omit_if_none_is_left_out_while_none():
     with_it = Verdict.from_checks("parity", [Check("a", passed=True)], subject=None,
                                   details=Details("fp32", skipped="no Triton URL")).to_dict()["details"]
     assert with_it["skipped"] == "no Triton URL"
+
+
+def test_a_verdict_file_of_exactly_the_documented_limit_is_read_and_one_byte_more_is_refused(tmp_path):
+    from skewgate.common.verdict import MAX_VERDICT_BYTES
+
+    assert MAX_VERDICT_BYTES == 16 * 1024 * 1024  # the documented 16 MiB
+    text = Verdict.from_checks("s", [Check("c", passed=True)], subject=None).to_json()
+    path = tmp_path / "big.json"
+    path.write_text(text + " " * (MAX_VERDICT_BYTES - len(text.encode())))
+    assert Verdict.read(path).step == "s"
+    path.write_text(text + " " * (MAX_VERDICT_BYTES - len(text.encode()) + 1))
+    with pytest.raises(InputError, match=r"big\.json: expected a verdict JSON file"):
+        Verdict.read(path)

@@ -155,6 +155,26 @@ def test_a_retry_inside_one_pipeline_run_counts_its_latest_signed_verdict(onnx_f
     assert result.status == "pass" and champion.aliases[NAME]["champion"] == "2"
 
 
+def test_a_fail_signed_in_the_same_millisecond_as_the_presented_pass_is_not_resolved_in_its_favour(
+        onnx_file, tmp_path, champion):
+    """Two different verdicts of one step signed for one run at the same instant: neither is later, and the tie
+    is not the presented one's win."""
+    before = dict(champion.versions[NAME]["1"])
+    sha = sha256_file(onnx_file)
+    passed, failed = _verdict("export", PASSING, sha), _verdict("export", FAILING, sha)
+    same_instant = attest.RunContext("run-b", "step-run-3", RUN_B.recorded_at_ms)
+    champion.envelopes = {"run-b": [_signed(passed, RUN_B), _signed(failed, same_instant)]}
+    verdicts = _write(tmp_path / "v", passed, context=RUN_B)
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion,
+                     pipeline_run_id="run-b")
+    assert result.status == "fail" and "superseded" in result.message, result.message
+    _unchanged(champion, before)
+    earlier = attest.RunContext("run-b", "step-run-3", RUN_B.recorded_at_ms - 1)
+    champion.envelopes = {"run-b": [_signed(passed, RUN_B), _signed(failed, earlier)]}
+    assert promote(model_name=NAME, onnx=onnx_file, verdicts_dir=verdicts, registry=champion,
+                   pipeline_run_id="run-b").status == "pass"  # a millisecond earlier: the presented one is the latest
+
+
 def test_an_earlier_pass_superseded_by_a_later_signed_fail_is_refused(onnx_file, tmp_path, champion):
     before = dict(champion.versions[NAME]["1"])
     sha = sha256_file(onnx_file)

@@ -285,6 +285,28 @@ def test_a_key_the_policy_revoked_or_let_expire_is_trusted_by_neither_promote_no
     assert _verify(uri, keys, "--require", "export") == 0
 
 
+def test_a_version_promote_refused_fails_verify_when_the_alias_is_moved_onto_it_by_hand(registry, keys, tmp_path,
+                                                                                       tiny_onnx):
+    """A refused version carries promote's signed decision too, saying `fail`: moving the alias onto it by hand
+    must not make it pass."""
+    uri, promote = registry
+    assert promote() == 0
+    refused_file, failing = tmp_path / "refused.onnx", tmp_path / "failing"
+    _other_model(tiny_onnx, refused_file)
+    failing.mkdir()
+    verdict = Verdict.from_checks("export", [Check("c", passed=False)],
+                                  subject=Subject("m", sha256_file(refused_file))).judged_with(ExportOptions())
+    write_report(StepResult.unrecorded(verdict, str(keys[0])), failing / "export.json")
+    assert main(["promote", "--model-name", NAME, "--onnx", str(refused_file), "--verdicts", str(failing),
+                 "--tracking-uri", uri, "--experiment", NAME, "--trusted-key", str(keys[1]), "--require",
+                 "export"]) == 1
+    client = MlflowClient(uri)
+    assert str(client.get_model_version_by_alias(NAME, "champion").version) == "1"
+    client.set_registered_model_alias(NAME, "champion", "2")  # by hand
+    assert _verify(uri, keys, "--require", "export", report=tmp_path / "refused.json") == 1
+    assert "the signed decision is 'fail' for version 2" in _failed(tmp_path / "refused.json")["attestation.promotion"]
+
+
 def test_an_unknown_required_step_exits_2(registry, keys, capsys):
     uri, promote = registry
     assert promote() == 0
