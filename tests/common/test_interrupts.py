@@ -9,7 +9,13 @@ import time
 
 import pytest
 
-from skewgate.common.interrupts import Terminated, deferred_interrupts, raise_on_sigterm
+from skewgate.common.interrupts import (
+    DeadlineExceeded,
+    Terminated,
+    deferred_interrupts,
+    overall_deadline,
+    raise_on_sigterm,
+)
 from tests.verify.test_registry import _SilentServer
 
 
@@ -52,7 +58,7 @@ def _interrupted(argv, number, *, after_s=2.5):
     time.sleep(after_s)
     started = time.monotonic()
     process.send_signal(number)
-    _out, err = process.communicate(timeout=120)
+    _out, err = process.communicate(timeout=60)
     return process.returncode, err, time.monotonic() - started
 
 
@@ -81,3 +87,18 @@ def test_an_interrupted_promotion_finishes_what_it_started_then_exits_130(silent
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "skewgate promote: interrupted (SIGINT)"
     assert "SIGINT received; finishing the promotion" in err
     assert report.is_file()  # the step ended as its verdict says, then the interrupt was honoured
+
+
+def test_an_overall_deadline_interrupts_a_block_that_outlives_it_and_no_other():
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded, match=r"the nap: not done within the overall deadline of 0\.3 s"), \
+            overall_deadline(0.3, "the nap"):
+        try:
+            time.sleep(5)
+        except Exception:  # a retry loop swallowing failures: the deadline is no Exception, it goes through
+            time.sleep(5)
+    assert time.monotonic() - started < 2
+    with overall_deadline(0.3, "a short task"):
+        time.sleep(0.1)
+    time.sleep(0.4)  # cancelled with its block: nothing fires later
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)

@@ -1,6 +1,6 @@
 """Interrupts of skewgate's own processes: SIGTERM raised the way Ctrl-C's SIGINT is, so that both end a command
-with one line and the shell's exit codes (130, 143), and a block that interrupts wait for (a promotion between
-moving an alias and logging it must not stop half done)."""
+with one line and the shell's exit codes (130, 143); a block that interrupts wait for (a promotion between moving
+an alias and logging it must not stop half done); and a block that a deadline interrupts (SIGALRM)."""
 
 from __future__ import annotations
 
@@ -48,3 +48,32 @@ def deferred_interrupts(what: str) -> Iterator[None]:
             signal.signal(number, handler)
     if received:
         raise Terminated() if received[0] == signal.SIGTERM else KeyboardInterrupt()
+
+
+class DeadlineExceeded(BaseException):
+    """An `overall_deadline` passed. A BaseException, as KeyboardInterrupt is: retry loops and libraries that
+    catch `Exception` (a failed request is retried) must not swallow it; the caller that set the deadline catches
+    it and says what did not finish."""
+
+
+@contextlib.contextmanager
+def overall_deadline(seconds: float, what: str) -> Iterator[None]:
+    """The block ends within `seconds` of wall time or raises `DeadlineExceeded` naming `what`: a server that
+    answers one byte at a time defeats every per-read timeout, never this one (SIGALRM interrupts the blocked
+    read, and again every second until the block has ended). Main thread only, and not nested in another;
+    elsewhere, or with `seconds` ≤ 0, the block runs as it is."""
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread() or \
+            signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+        yield
+        return
+
+    def expired(signum: int, frame: types.FrameType | None) -> None:
+        raise DeadlineExceeded(f"{what}: not done within the overall deadline of {seconds:g} s (--mlflow-deadline)")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skewgate.common.errors import InputError, SkewgateError
+from skewgate.common.interrupts import DeadlineExceeded, overall_deadline
 from skewgate.common.recording import StepResult, TrackingOptions
 from skewgate.common.steps import DEFAULT_ALIAS, RELEASE_GATE_STEPS
 from skewgate.common.verdict import Verdict
 
 log = logging.getLogger(__name__)
+OVERALL_GRACE_S = 5.0  # the whole of verify's registry work ends within --mlflow-deadline and this
 
 STEP = "verify"
 
@@ -61,8 +63,12 @@ def _verdict(*, model_name: str, options: VerifyOptions, tracking: TrackingOptio
         if not tracking.uri:
             raise SkewgateError("no registry: set --tracking-uri or MLFLOW_TRACKING_URI")
         source = mlflow_log.RegistryChampions.connect(tracking.uri, deadline_s=tracking.deadline_s)
-        with tempfile.TemporaryDirectory() as workdir:
+        # every registry read and download together within one deadline, not each read: a server that answers one
+        # byte at a time would hold verify for ever. A few seconds more than the first lookup's own retry deadline,
+        # so that a server that cannot be reached at all is reported as such (refused, timed out) first.
+        with tempfile.TemporaryDirectory() as workdir, overall_deadline(
+                tracking.deadline_s + OVERALL_GRACE_S, f"verify {model_name}@{options.alias} at {tracking.uri}"):
             return verify_champion(model_name=model_name, alias=options.alias, source=source, trusted=trusted,
                                    workdir=Path(workdir), gates=gates)
-    except SkewgateError as err:
+    except (SkewgateError, DeadlineExceeded) as err:
         return Verdict.error(STEP, str(err))
