@@ -262,7 +262,7 @@ def test_a_stateful_release_requires_parity_and_probe_stream_checks():
 KEY_A, KEY_B, KEY_C = "a" * 64, "b" * 64, "c" * 64
 
 
-def test_a_policy_revokes_keys_and_bounds_their_validity(tmp_path):
+def test_a_policy_revokes_keys_and_bounds_their_validity(tmp_path, caplog):
     """#32 item 9: a trusted key can be revoked, and trusted only within a window; an instant just inside each
     bound is trusted and one just outside is not."""
     from datetime import UTC, datetime, timedelta
@@ -275,12 +275,13 @@ def test_a_policy_revokes_keys_and_bounds_their_validity(tmp_path):
     second = timedelta(seconds=1)
     for now, trusted in ((start, {KEY_B, KEY_C}), (end, {KEY_B, KEY_C}), (start - second, {KEY_C}),
                          (end + second, {KEY_C})):
-        kept, dropped = policy.trusted(keys, now=now)
-        assert set(kept) == trusted, now
-        assert f"key {KEY_A[:16]}… is revoked by the policy ({path})" in dropped
-    kept, dropped = policy.trusted(keys, now=end + second)
-    assert any("is valid from 2026-01-01 00:00:00+00:00 to 2027-01-01 00:00:00+00:00" in d for d in dropped)
-    assert GatePolicy().trusted(keys) == (keys, [])  # no policy file: every key given is trusted
+        caplog.clear()
+        assert set(policy.trusted(keys, now=now)) == trusted, now
+        assert f"key {KEY_A[:16]}… is revoked by the policy ({path})" in caplog.text
+    assert "is valid from 2026-01-01 00:00:00+00:00 to 2027-01-01 00:00:00+00:00" in caplog.text
+    with pytest.raises(InputError, match=r"--trusted-key: expected a key the policy trusts, found key aaaa"):
+        policy.trusted({KEY_A: "pub-a"})  # keys were given, and none is left
+    assert GatePolicy().trusted(keys) == keys  # no policy file: every key given is trusted
     assert policy.describe()["revoked_keys"] == [KEY_A]
 
 

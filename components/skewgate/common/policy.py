@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -51,6 +52,7 @@ from skewgate.common.errors import InputError
 from skewgate.common.steps import DEFAULT_ALIAS, RELEASE_GATE_STEPS, resolve_steps
 from skewgate.common.verdict import Verdict
 
+log = logging.getLogger(__name__)
 Rule = Literal["at_most", "at_least", "equals", "one_of", "any"]
 RULES: tuple[str, ...] = get_args(Rule)
 POLICY_SCHEMA_VERSION = 1
@@ -194,9 +196,10 @@ class GatePolicy:
             problems += [f"check {c.name} failed, which the policy requires" for c in held if not c.passed]
         return problems
 
-    def trusted(self, keys: Mapping[str, Any], *, now: datetime | None = None) -> tuple[dict[str, Any], list[str]]:
-        """The trusted `keys` (key id → public key) this policy still trusts at `now`, and why each other one is
-        not: revoked, or outside its validity window."""
+    def trusted(self, keys: Mapping[str, Any], *, now: datetime | None = None) -> dict[str, Any]:
+        """The trusted `keys` (key id → public key) this policy still trusts at `now`; each other one (revoked, or
+        outside its validity window) is named in a warning, and an `InputError` says why when keys were given and
+        none is left (promote and verify cannot evaluate on no key)."""
         now = now or datetime.now(UTC)
         kept, dropped = {}, []
         for keyid, key in keys.items():
@@ -209,7 +212,11 @@ class GatePolicy:
                                f"{now:%Y-%m-%dT%H:%M:%SZ}")
             else:
                 kept[keyid] = key
-        return kept, dropped
+        if dropped and not kept:
+            raise InputError("--trusted-key", expected="a key the policy trusts", found="; ".join(dropped))
+        for reason in dropped:  # its signatures count for nothing now; the decision records the policy
+            log.warning("%s", reason)
+        return kept
 
     def promoting(self, alias: str) -> GatePolicy:
         """This policy for a promotion to (or a check of) `alias`: compare must have judged against the version that

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +19,6 @@ from skewgate.common.steps import (
     split_steps,
 )
 from skewgate.common.verdict import Verdict
-
-log = logging.getLogger(__name__)
 
 __all__ = ["REQUIRED_STEPS", "STEPS", "TASK_NAMES", "PromoteOptions", "UnknownStep", "gather_verdicts",
            "resolve_steps", "run", "split_steps"]
@@ -101,11 +98,7 @@ def run(*, model_name: str, onnx: Path, verdicts_dir: Path, options: PromoteOpti
                              found="none (set --tracking-uri or MLFLOW_TRACKING_URI)")
         end_stale_runs(step_run.tracking, current_run_id=step_run.run_id,
                        pipeline_run_id=tracking.pipeline_run_id)
-        trusted, dropped = gates.trusted(attest.load_trusted_keys(attest.trusted_key_paths(options.trusted_keys)))
-        if dropped and not trusted:
-            raise InputError("--trusted-key", expected="a key the policy trusts", found="; ".join(dropped))
-        for reason in dropped:  # its signatures count for nothing now; the decision says which keys it trusted
-            log.warning("%s", reason)
+        trusted = gates.trusted(attest.load_trusted_keys(attest.trusted_key_paths(options.trusted_keys)))
         policy = Policy(gates=gates, trusted_keys=trusted, allow_unsigned=options.allow_unsigned,
                         pipeline_run_id=tracking.pipeline_run_id)
         example = (input_example(example_inputs, onnx, rows=options.example_rows)

@@ -4,18 +4,16 @@ is an `error` verdict."""
 
 from __future__ import annotations
 
-import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from skewgate.common.errors import InputError, SkewgateError
+from skewgate.common.errors import SkewgateError
 from skewgate.common.interrupts import DeadlineExceeded, overall_deadline
 from skewgate.common.recording import StepResult, TrackingOptions
 from skewgate.common.steps import DEFAULT_ALIAS, RELEASE_GATE_STEPS
 from skewgate.common.verdict import Verdict
 
-log = logging.getLogger(__name__)
 OVERALL_GRACE_S = 5.0  # the whole of verify's registry work ends within --mlflow-deadline and this
 
 STEP = "verify"
@@ -55,11 +53,7 @@ def _verdict(*, model_name: str, options: VerifyOptions, tracking: TrackingOptio
         required = resolve_steps(options.required, source="--require")
         gates = (load_policy(options.policy, required=required) if options.policy
                  else GatePolicy(required=required)).promoting(options.alias)
-        trusted, dropped = gates.trusted(attest.load_trusted_keys(attest.trusted_key_paths(options.trusted_keys)))
-        if dropped and not trusted:
-            raise InputError("--trusted-key", expected="a key the policy trusts", found="; ".join(dropped))
-        for reason in dropped:
-            log.warning("%s", reason)
+        trusted = gates.trusted(attest.load_trusted_keys(attest.trusted_key_paths(options.trusted_keys)))
         if not tracking.uri:
             raise SkewgateError("no registry: set --tracking-uri or MLFLOW_TRACKING_URI")
         source = mlflow_log.RegistryChampions.connect(tracking.uri, deadline_s=tracking.deadline_s)
