@@ -42,9 +42,7 @@ from skewgate.common.mlflow_log.tracking import (
 
 __all__ = [
     "STALE_RUN_AFTER_S", "MlflowRegistry", "RegistryChampions", "StepRun", "Tracking", "alias_version", "connect",
-    "create_store",
-    "end_stale_runs", "finish_pipeline_run", "http_defaults", "load_pytorch_model", "local_store", "log_drift_night",
-    "onnx_external_data", "onnx_signature", "process_gone", "process_identity", "registry_identity", "require_store",
-    "retry_until",
-    "runs_table_link",
+    "create_store", "end_stale_runs", "finish_pipeline_run", "http_defaults", "load_pytorch_model", "local_store",
+    "log_drift_night", "onnx_external_data", "onnx_signature", "process_gone", "process_identity",
+    "registry_identity", "require_store", "retry_until", "runs_table_link",
 ]
