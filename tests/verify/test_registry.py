@@ -39,19 +39,29 @@ def registry(mlflow_db, tmp_path, tiny_onnx, keys, monkeypatch):
     monkeypatch.setenv("SKEWGATE_SIGNING_KEY", str(keys[0]))
     onnx_path = tmp_path / "candidate.onnx"
     onnx_path.write_bytes(tiny_onnx.read_bytes())
-    verdicts = tmp_path / "verdicts"
-    verdicts.mkdir()
-    verdict = Verdict.from_checks("export", [Check("c", passed=True)],
-                                  subject=Subject("m", sha256_file(onnx_path))).judged_with(ExportOptions())
-    write_report(StepResult.unrecorded(verdict, str(keys[0])), verdicts / "export.json")
+    verdicts = _signed_export(onnx_path, tmp_path / "verdicts", keys)
     uri = mlflow_db
 
     def promote(*flags):
-        return main(["promote", "--model-name", NAME, "--onnx", str(onnx_path), "--verdicts", str(verdicts),
-                     "--tracking-uri", uri, "--experiment", NAME, "--trusted-key", str(keys[1]), "--require",
-                     "export", *flags])
+        return _promote_cli(uri, onnx_path, verdicts, keys, *flags)
 
     return uri, promote
+
+
+def _signed_export(onnx_path, folder, keys, *, passed=True):
+    """`folder` holding an export verdict about `onnx_path` (passed or failed), signed as the step signs it."""
+    folder.mkdir()
+    verdict = Verdict.from_checks("export", [Check("c", passed=passed)],
+                                  subject=Subject("m", sha256_file(onnx_path))).judged_with(ExportOptions())
+    write_report(StepResult.unrecorded(verdict, str(keys[0])), folder / "export.json")
+    return folder
+
+
+def _promote_cli(uri, onnx_path, verdicts, keys, *flags):
+    """`skewgate promote` of `onnx_path` on the evidence in `verdicts`, requiring export, trusting `keys`."""
+    return main(["promote", "--model-name", NAME, "--onnx", str(onnx_path), "--verdicts", str(verdicts),
+                 "--tracking-uri", uri, "--experiment", NAME, "--trusted-key", str(keys[1]), "--require", "export",
+                 *flags])
 
 
 def _verify(uri, keys, *flags, name=NAME, report=None):
@@ -143,9 +153,7 @@ def test_against_a_real_mlflow_server_verify_checks_what_it_serves(registry, key
     _sqlite, _promote = registry
     onnx_path, verdicts = tmp_path / "candidate.onnx", tmp_path / "verdicts"
     with mlflow_server(tmp_path / "server") as uri:
-        assert main(["promote", "--model-name", NAME, "--onnx", str(onnx_path), "--verdicts", str(verdicts),
-                     "--tracking-uri", uri, "--experiment", NAME, "--trusted-key", str(keys[1]), "--require",
-                     "export"]) == 0
+        assert _promote_cli(uri, onnx_path, verdicts, keys) == 0
         assert _verify(uri, keys, "--require", "export") == 0
         assert _verify(uri, keys, "--alias", "staging", "--require", "export") == 1  # no such alias
         (mlmodel,) = (tmp_path / "server" / "artifacts").rglob("MLmodel")
@@ -173,14 +181,7 @@ def test_a_registered_version_holds_one_model_file(registry, keys, tmp_path):
     model.ir_version = 9
     wide = tmp_path / "wide.onnx"
     onnx.save(model, str(wide))
-    verdicts = tmp_path / "wide-verdicts"
-    verdicts.mkdir()
-    verdict = Verdict.from_checks("export", [Check("c", passed=True)],
-                                  subject=Subject("m", sha256_file(wide))).judged_with(ExportOptions())
-    write_report(StepResult.unrecorded(verdict, str(keys[0])), verdicts / "export.json")
-    assert main(["promote", "--model-name", NAME, "--onnx", str(wide), "--verdicts", str(verdicts),
-                 "--tracking-uri", uri, "--experiment", NAME, "--trusted-key", str(keys[1]), "--require",
-                 "export"]) == 0
+    assert _promote_cli(uri, wide, _signed_export(wide, tmp_path / "wide-verdicts", keys), keys) == 0
     assert sorted(p.name for p in _model_dir(uri).iterdir() if p.suffix in (".onnx", ".data")) == ["model.onnx"]
     assert _verify(uri, keys, "--require", "export") == 0
 
@@ -227,16 +228,10 @@ def test_a_second_alias_never_changes_what_the_first_verifies(registry, keys, tm
 
     sqlite_uri, _promote = registry
     onnx_path = tmp_path / "candidate.onnx"
-    failing = tmp_path / "failing"
-    failing.mkdir()
-    verdict = Verdict.from_checks("export", [Check("c", passed=False)],
-                                  subject=Subject("m", sha256_file(onnx_path))).judged_with(ExportOptions())
-    write_report(StepResult.unrecorded(verdict, str(keys[0])), failing / "export.json")
+    failing = _signed_export(onnx_path, tmp_path / "failing", keys, passed=False)
 
     def promote(uri, alias, verdicts):
-        return main(["promote", "--model-name", NAME, "--onnx", str(onnx_path), "--verdicts", str(verdicts),
-                     "--tracking-uri", uri, "--experiment", NAME, "--trusted-key", str(keys[1]), "--require",
-                     "export", "--alias", alias])
+        return _promote_cli(uri, onnx_path, verdicts, keys, "--alias", alias)
 
     def scenario(uri):
         assert promote(uri, "champion", tmp_path / "verdicts") == 0
@@ -292,15 +287,10 @@ def test_a_version_promote_refused_fails_verify_when_the_alias_is_moved_onto_it_
     must not make it pass."""
     uri, promote = registry
     assert promote() == 0
-    refused_file, failing = tmp_path / "refused.onnx", tmp_path / "failing"
+    refused_file = tmp_path / "refused.onnx"
     _other_model(tiny_onnx, refused_file)
-    failing.mkdir()
-    verdict = Verdict.from_checks("export", [Check("c", passed=False)],
-                                  subject=Subject("m", sha256_file(refused_file))).judged_with(ExportOptions())
-    write_report(StepResult.unrecorded(verdict, str(keys[0])), failing / "export.json")
-    assert main(["promote", "--model-name", NAME, "--onnx", str(refused_file), "--verdicts", str(failing),
-                 "--tracking-uri", uri, "--experiment", NAME, "--trusted-key", str(keys[1]), "--require",
-                 "export"]) == 1
+    failing = _signed_export(refused_file, tmp_path / "failing", keys, passed=False)
+    assert _promote_cli(uri, refused_file, failing, keys) == 1
     client = MlflowClient(uri)
     assert str(client.get_model_version_by_alias(NAME, "champion").version) == "1"
     client.set_registered_model_alias(NAME, "champion", "2")  # by hand
