@@ -48,14 +48,19 @@ def test_a_block_without_an_interrupt_raises_nothing():
 @pytest.fixture
 def silent():
     server = _SilentServer()
-    yield f"http://127.0.0.1:{server.port}"
+    yield server
     server.close()
 
 
-def _interrupted(argv, number, *, after_s=2.5):
+def _interrupted(argv, number, *, server):
+    """Run `skewgate ARGV`, send NUMBER once it has connected to SERVER (past its imports, however busy the machine
+    is), and return its exit code, stderr and the seconds from the signal to its exit."""
     process = subprocess.Popen([sys.executable, "-m", "skewgate", *argv], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
-    time.sleep(after_s)
+    waited_until = time.monotonic() + 120
+    while not server.connections and process.poll() is None and time.monotonic() < waited_until:
+        time.sleep(0.05)
+    assert server.connections, f"the command never connected to the server (exit {process.poll()})"
     started = time.monotonic()
     process.send_signal(number)
     _out, err = process.communicate(timeout=60)
@@ -66,8 +71,8 @@ def _interrupted(argv, number, *, after_s=2.5):
                          ids=["SIGINT", "SIGTERM"])
 def test_an_interrupted_command_ends_with_one_line_and_the_shells_exit_code(silent, keys, number, code):
     """verify, waiting on a server that never answers (deadline 60 s), stops at once."""
-    returncode, err, took = _interrupted(["verify", "--model-name", "m", "--tracking-uri", silent, "--trusted-key",
-                                          str(keys[1]), "--mlflow-deadline", "60"], number)
+    returncode, err, took = _interrupted(["verify", "--model-name", "m", "--tracking-uri", silent.url, "--trusted-key",
+                                          str(keys[1]), "--mlflow-deadline", "60"], number, server=silent)
     assert returncode == code, err
     name = signal.Signals(number).name
     assert "Traceback" not in err and err.strip().splitlines()[-1] == f"skewgate verify: interrupted ({name})"
@@ -80,9 +85,9 @@ def test_an_interrupted_promotion_finishes_what_it_started_then_exits_130(silent
     (tmp_path / "verdicts").mkdir()
     report = tmp_path / "promote.json"
     returncode, err, _took = _interrupted(["promote", "--model-name", "m", "--onnx", str(tiny_onnx), "--verdicts",
-                                          str(tmp_path / "verdicts"), "--tracking-uri", silent, "--require",
+                                          str(tmp_path / "verdicts"), "--tracking-uri", silent.url, "--require",
                                           "export", "--allow-unsigned", "--mlflow-deadline", "8", "--report",
-                                          str(report)], signal.SIGINT)
+                                          str(report)], signal.SIGINT, server=silent)
     assert returncode == 130, err
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "skewgate promote: interrupted (SIGINT)"
     assert "SIGINT received; finishing the promotion" in err
