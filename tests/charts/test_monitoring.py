@@ -78,7 +78,9 @@ def _steps(values: list[str]) -> str:
     return " ".join(f"_x{SCRAPES_PER_NIGHT}" if v == "_" else f"{v}+0x{SCRAPES_PER_NIGHT - 1}" for v in values)
 
 
-def _input_series(nights: list[str | None]) -> list[dict]:
+def _input_series(nights: list[str | None], *, series: bool = False) -> list[dict]:
+    """The pushed series over `nights`; `series`: each run was judged over a series of nights (the nightly run),
+    so it also pushed `skewgate_drift_series_threshold`."""
     status: str | None = None
     pushed: str = "_"
     statuses, stamps = [], []
@@ -88,11 +90,14 @@ def _input_series(nights: list[str | None]) -> list[dict]:
         statuses.append(status)
         stamps.append(pushed)
     labels = f'job="{JOB}", model="{MODEL}"'
-    series = [{"series": f"skewgate_drift_last_run_timestamp_seconds{{{labels}}}", "values": _steps(stamps)}]
+    pushed_series = [{"series": f"skewgate_drift_last_run_timestamp_seconds{{{labels}}}", "values": _steps(stamps)}]
     for value in STATUSES:
-        series.append({"series": f'skewgate_drift_status{{{labels}, status="{value}"}}',
-                       "values": _steps(["_" if s is None else str(int(s == value)) for s in statuses])})
-    return series
+        pushed_series.append({"series": f'skewgate_drift_status{{{labels}, status="{value}"}}',
+                              "values": _steps(["_" if s is None else str(int(s == value)) for s in statuses])})
+    if series:
+        pushed_series.append({"series": f"skewgate_drift_series_threshold{{{labels}}}",
+                              "values": _steps(["_" if s is None else "25" for s in statuses])})
+    return pushed_series
 
 
 def _expected(rules: list[dict], firing: set[str]) -> list[dict]:
@@ -114,12 +119,12 @@ def _expected(rules: list[dict], firing: set[str]) -> list[dict]:
 
 
 def _promtool(tmp_path: Path, rules_text: str, nights: list[str | None],
-              checks: dict[int, set[str]]) -> subprocess.CompletedProcess:
+              checks: dict[int, set[str]], *, series: bool = False) -> subprocess.CompletedProcess:
     """`promtool test rules` over `nights`, asserting at each hour in `checks` exactly the alerts named there."""
     (tmp_path / "rules.yaml").write_text(rules_text)
     rules = _rules(rules_text)
     test = {"rule_files": ["rules.yaml"], "evaluation_interval": "5m", "tests": [{
-        "interval": "5m", "input_series": _input_series(nights),
+        "interval": "5m", "input_series": _input_series(nights, series=series),
         "alert_rule_test": [{"eval_time": f"{hour}h", **entry} for hour, firing in checks.items()
                             for entry in _expected(rules, firing)]}]}
     (tmp_path / "test.yaml").write_text(json.dumps(test, indent=1))  # JSON is YAML
@@ -142,6 +147,12 @@ CASES = {
         ["warn", "warn", None], {47: {WARNING}, 53: {WARNING}, 55: {STALE}}),
     "a third warned night keeps warning": (["warn", "warn", "warn"], {47: {WARNING}, 48: {WARNING}, 71: {WARNING}}),
 }
+# Runs judged over a series of nights (the nightly run): tonight's warnings never page, the series' alarm does
+SERIES_CASES = {
+    "warned nights over a series do not warn": (["warn", "warn", "warn"], {47: set(), 48: set(), 71: set()}),
+    "the series' alarm is the failure": (["warn", "pass", "fail"], {47: set(), 48: {FAILED}, 71: {FAILED}}),
+    "a missed night over a series fires staleness": (["warn", "warn", None], {47: set(), 55: {STALE}}),
+}
 
 
 @needs_promtool
@@ -157,6 +168,14 @@ def test_the_rendered_rules_pass_promtool_check(tmp_path):
 def test_alert_rules_over_nights_of_pushes(tmp_path, case):
     nights, checks = CASES[case]
     result = _promtool(tmp_path, _rules_text(), nights, checks)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_promtool
+@pytest.mark.parametrize("case", SERIES_CASES)
+def test_alert_rules_over_nights_judged_by_a_series(tmp_path, case):
+    nights, checks = SERIES_CASES[case]
+    result = _promtool(tmp_path, _rules_text(), nights, checks, series=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -101,6 +101,61 @@ def test_nan_share_change_is_its_own_check(write):
     assert result.coverage[4, 12] == pytest.approx(0.2, abs=0.01)  # the NaN bin of f4
 
 
+@pytest.mark.parametrize("options", [DriftOptions(), STREAMED], ids=["in-memory", "streamed"])
+@pytest.mark.parametrize(("side", "value", "why"), [
+    ("current", np.nan, "no finite value in the current data"),
+    ("reference", np.nan, "no finite value in the reference"),
+    ("current", np.inf, "no finite value in the current data"),
+    ("current", -np.inf, "no finite value in the current data"),
+], ids=["all-nan-tonight", "all-nan-reference", "all-inf-tonight", "all-minus-inf-tonight"])
+def test_a_column_without_a_finite_value_is_not_judged_and_says_so(write, side, value, why, options):
+    """#33 item 4: an exit 1 with a traceback before (a NaN p-value reached strict JSON). Now the feature is
+    `not testable`, which fails the gate (what was not judged is never a pass), and the report is written."""
+    ref, cur = make_frame(N, seed=1), make_frame(N, seed=2)
+    (ref if side == "reference" else cur)["f4"] = value
+    result = drift_gate(reference=write("ref", ref), current=write("cur", cur), options=options)
+    row = next(r for r in result.features if r["feature"] == "f4")
+    assert row["pvalue"] is None and row["untestable"] == why and row["adjusted_pvalue"] is None
+    check = next(c for c in result.verdict.checks if c.name == "testable")
+    assert not check.passed and check.severity == "fail" and f"'f4' ({why})" in check.detail
+    assert result.verdict.status == "fail" and result.verdict.message == "failed: testable"
+    assert "f4" in result.verdict.to_json()  # strict JSON: no NaN anywhere
+    assert not any(r["drifted"] for r in result.features)  # the other features are judged as before
+
+
+def test_infinite_values_count_as_missing_and_leave_the_finite_ones_intact(write):
+    """+Inf was dropped silently (and -Inf, sorted first, pushed the largest finite values out of the sketch)."""
+    ref, cur = make_frame(N, seed=1), make_frame(N, seed=2)
+    cur.loc[: N // 10 - 1, "f4"] = np.inf
+    cur.loc[N // 10: N // 5 - 1, "f4"] = -np.inf
+    result = drift_gate(reference=write("ref", ref), current=write("cur", cur), options=STREAMED)
+    check = next(c for c in result.verdict.checks if c.name == "nan_share")
+    assert check.value == pytest.approx(0.2) and "'f4'" in check.detail and not check.passed
+    row = next(r for r in result.features if r["feature"] == "f4")
+    assert row["current_n"] == N - N // 5 and not row["drifted"]  # the finite 80 % are a sample like any other
+    assert result.coverage[4, 12] == pytest.approx(0.2)  # the last bin: missing or non-finite
+
+
+@pytest.mark.parametrize(("rows", "testable"), [(1, False), (11, False), (12, True)],
+                         ids=["1-row", "11-rows", "12-rows"])
+def test_a_side_too_small_to_judge_is_not_testable(write, rows, testable):
+    """#33 item 4: one current row failed at p = 0.0004. A KS feature is testable when a distance of 0.5 would
+    reach alpha over the tests (9 here, 0.0056): 11 rows against 2,000 cannot (p 0.0084), 12 can (p 0.0051)."""
+    result = drift_gate(reference=write("ref", make_frame(N, seed=1)),
+                        current=write("cur", make_frame(rows, seed=2)))
+    numeric = [r for r in result.features if r["test"] == "ks"]
+    assert all(("untestable" in r) is not testable for r in numeric)
+    assert next(c for c in result.verdict.checks if c.name == "testable").passed is testable
+
+
+def test_a_huge_shift_reports_a_floored_pvalue_with_its_exponent_never_zero(write):
+    result = drift_gate(reference=write("ref", make_frame(N, seed=1)),
+                        current=write("cur", make_frame(N, seed=2, shift=50.0)))
+    row = next(r for r in result.features if r["feature"] == "f2")
+    assert row["pvalue"] > 0 and row["pvalue"] == pytest.approx(1e-300)
+    assert row["log10_pvalue"] < -300 and row["drifted"]
+
+
 def test_constant_columns_are_reported_not_crashed_on(write):
     ref, cur = make_frame(N, seed=1), make_frame(N, seed=2)
     ref["const"], cur["const"] = 3.0, 3.0

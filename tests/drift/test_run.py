@@ -54,6 +54,7 @@ def data(tmp_path_factory):
     reference = snapshot("reference", make_frame(N, seed=1))
     return SimpleNamespace(
         reference=reference, healthy=snapshot("healthy", make_frame(N, seed=2), 3),
+        healthy_again=snapshot("healthy-again", make_frame(N, seed=5), 3),
         drifted=snapshot("drifted", make_frame(N, seed=3, shift=0.6), 3),
         profile=save_profile(make_profile(reference), tmp / "reference.profile"),
         other_profile=save_profile(make_profile(snapshot("other", make_frame(N, seed=4))), tmp / "other.profile"))
@@ -211,8 +212,8 @@ def test_nightly_carries_the_series_on_the_champions_tags_and_a_new_profile_star
                                                                                              tmp_path):
     from skewgate.drift.stats.series import CHECK, SeriesState, load_state
 
-    for night in (1, 2):
-        verdict = night_in_run(None, registry, model_name="m", current=data.healthy, options=NIGHTLY, run_date=DATE,
+    for night, current in ((1, data.healthy), (2, data.healthy_again), (2, data.healthy_again)):  # then a retry
+        verdict = night_in_run(None, registry, model_name="m", current=current, options=NIGHTLY, run_date=DATE,
                                series_out=tmp_path / "series.json")
         assert verdict.status == "pass"
         assert [c.name for c in verdict.checks][-1] == CHECK

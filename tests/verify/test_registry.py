@@ -364,7 +364,8 @@ class _DripServer:
         self.socket.bind(("127.0.0.1", 0))
         self.socket.listen(16)
         self.port = self.socket.getsockname()[1]
-        self.first_request: float | None = None  # time.monotonic() of the first request: the command is past its imports
+        # time.monotonic() of the first request: the command is past its imports by then
+        self.first_request: float | None = None
         self.stop = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 

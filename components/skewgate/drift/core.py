@@ -6,7 +6,8 @@ D − `ks_error`): its p-value and effect stay valid whatever the sketches hide.
 rows that are not tested, and rare categories are pooled (`stats/categories.py`). Each feature reports the
 smallest effect it could flag (`detectable`), so a pass says what it cannot see.
 
-Decision matrix: neither drifts → pass; KS only or MMD only → warn; both → fail. Defaults and their false-positive
+Decision matrix: neither drifts → pass; KS only or MMD only → warn; both → fail. A feature the gate cannot judge
+(no finite value on a side, too few samples) fails `testable`: what was not judged is never a pass. Defaults and their false-positive
 rates under no drift: KS family at α = 0.05 after Benjamini–Hochberg (under the global null BH controls the
 family-wise rate, so P(KS flags) ≤ 0.05, less with the effect floor); MMD at α = 0.05 (P(MMD flags) ≤ 0.05);
 `fail` needs both, so P(fail) ≤ 0.05.
@@ -15,6 +16,7 @@ family-wise rate, so P(KS flags) ≤ 0.05, less with the effect floor); MMD at �
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +52,12 @@ from skewgate.drift.stats.stream import Accumulator, MmdPlan, SideStats
 log = logging.getLogger(__name__)
 STEP = "drift"
 _DEFAULTS = DriftOptions()
+# A p-value is reported no lower than this (a double's range ends near 1e-308), and its exponent beside it: a
+# shift so large that p underflows is not "p = 0", which no test can give.
+P_FLOOR = 1e-300
+# A KS feature is testable when a distance this large (half of all values moved past each other) would be
+# flagged at its level; fewer samples judge nothing (about 10 current rows with a large reference at 2 features)
+TESTABLE_D = 0.5
 
 
 class FeatureTest(TypedDict):
@@ -59,8 +67,10 @@ class FeatureTest(TypedDict):
     feature: str
     kind: Literal["numeric", "categorical"]
     test: Literal["ks", "chi2"]
-    statistic: float | None  # None: not testable (a feature without values on one side)
-    pvalue: float
+    statistic: float | None  # None: no finite value on one side
+    pvalue: float | None  # None: not testable (`untestable` says why); never exactly 0 (floored at P_FLOOR)
+    log10_pvalue: NotRequired[float | None]  # the p-value's exponent where it lies below the floor
+    untestable: NotRequired[str]  # why this feature could not be judged (it then fails `testable`)
     effect: float  # KS D (from sketches: the least it can be, ≥ statistic − ks_error) or Cramér's V
     ks_error: NotRequired[float]  # numeric: the largest error of D from the sketches (effect ≥ statistic − it)
     reference_n: NotRequired[int]  # numeric: samples behind the KS p-value, reference side
@@ -280,7 +290,7 @@ def decide(profile: ReferenceProfile, cur: SideStats, *, options: DriftOptions, 
     log.info("KS on %d numeric and chi-square on %d categorical features", len(profile.numeric_names),
              len(profile.categories))
     table = _feature_tests(profile, cur, options)
-    pvalues = np.array([row["pvalue"] for row in table], dtype=np.float64)
+    pvalues = np.array([np.nan if row["pvalue"] is None else row["pvalue"] for row in table], dtype=np.float64)
     testable = ~np.isnan(pvalues)
     adjusted = np.full(pvalues.shape, np.nan)
     adjusted[testable] = ks.adjust(pvalues[testable], options.correction)
@@ -297,11 +307,12 @@ def decide(profile: ReferenceProfile, cur: SideStats, *, options: DriftOptions, 
     nan_changes = {n: abs(shares.get(n, 0.0) - share) for n, share in profile.nan_share.items()}
     worst_nan = max(nan_changes.items(), key=lambda kv: kv[1], default=("", 0.0))
     ks_drift, mmd_drift = bool(drifted), mmd_p < options.alpha_mmd
+    untestable = [row for row in table if "untestable" in row]
     checks = [
         Check("nan_share", passed=worst_nan[1] <= options.nan_tolerance, value=worst_nan[1],
               limit=options.nan_tolerance, severity="warn",
-              detail=f"largest change in NaN share: {worst_nan[0]!r} ({worst_nan[1]:.3f})" if worst_nan[0]
-              else "no features"),
+              detail=f"largest change in the share of missing or non-finite values: {worst_nan[0]!r} "
+                     f"({worst_nan[1]:.3f})" if worst_nan[0] else "no features"),
         Check("ks_drift", passed=not ks_drift, value=len(drifted), limit=0, severity="warn",
               detail=(f"{len(drifted)}/{len(table)} features drifted (adjusted p < {options.alpha_ks}, effect ≥ "
                       f"{options.min_effect}): " + ", ".join(r["feature"] for r in table[:10] if r["drifted"]))
@@ -310,6 +321,11 @@ def decide(profile: ReferenceProfile, cur: SideStats, *, options: DriftOptions, 
               detail=f"MMD² {mmd_value:.3g} in {profile.mmd_space} space, p = {mmd_p:.4g} ({mmd_method})"),
         Check("joint_drift", passed=not (ks_drift and mmd_drift), value=float(ks_drift and mmd_drift), limit=0,
               detail="both KS and MMD detect drift" if ks_drift and mmd_drift else "not both"),
+        # what the gate could not judge is never a pass: a column with no finite value tonight, or too few rows
+        # for any distance to be significant, says nothing about drift
+        Check("testable", passed=not untestable, value=len(untestable), limit=0,
+              detail="could not judge " + "; ".join(f"{r['feature']!r} ({r['untestable']})" for r in untestable[:10])
+              if untestable else f"every one of {len(table)} features judged"),
     ]
     subject = Subject(
         artifact=str(subject_path) if subject_path else current,
@@ -340,27 +356,57 @@ def _feature_tests(profile: ReferenceProfile, cur: SideStats, options: DriftOpti
     rows: list[FeatureTest] = []
     sizes: list[tuple[str, int, float] | None] = []  # per row: (test, n or cells, m or values); None: untestable
     positions = profile.extra.get("layout", {}).get("positions", {})
+    tests = len(profile.numeric_names) + len(profile.categories)
     for name, ref_sketch, cur_sketch in zip(profile.numeric_names, profile.sketches, cur.sketches, strict=True):
         d, error, judged = ks_bounds(ref_sketch, cur_sketch)
         # pooled positions of one sample are not independent: the p-value counts samples, not values
         per = positions.get(name, 1)
-        n, m = max(ref_sketch.n // per, 1), max(cur_sketch.n // per, 1)
-        rows.append({"feature": name, "kind": "numeric", "test": "ks", "statistic": _num(d),
-                     "pvalue": ks.ks_pvalue(judged, n, m), "effect": _num(judged) or 0.0, "ks_error": error,
-                     "reference_n": n, "current_n": m})
-        sizes.append(None if np.isnan(d) else ("ks", n, m))
+        n, m = ref_sketch.n // per, cur_sketch.n // per
+        row: FeatureTest = {"feature": name, "kind": "numeric", "test": "ks", "statistic": _num(d), "pvalue": None,
+                            "effect": _num(judged) or 0.0, "ks_error": error, "reference_n": n, "current_n": m}
+        reason = _untestable(n, m, level=options.alpha_ks / max(tests, 1))
+        if reason:
+            row["untestable"] = reason
+        else:
+            row["pvalue"], row["log10_pvalue"] = _floored(ks.ks_pvalue(judged, n, m), judged, n, m)
+        rows.append(row)
+        sizes.append(None if reason else ("ks", n, m))
     for name, counts in profile.categories.items():
         current = fold_current(counts, cur.categories.get(name, {}))
         stat, p, v, cells = homogeneity(counts, current, min_expected=options.min_expected)
         new = sorted(set(current) - set(counts))
-        rows.append({"feature": name, "kind": "categorical", "test": "chi2", "statistic": stat, "pvalue": p,
-                     "effect": v, "cells": cells, "new_categories": new[:20]})
+        pvalue, log10 = _floored(p)
+        rows.append({"feature": name, "kind": "categorical", "test": "chi2", "statistic": stat, "pvalue": pvalue,
+                     "log10_pvalue": log10, "effect": v, "cells": cells, "new_categories": new[:20]})
         sizes.append(("chi2", cells, float(sum(counts.values()) + sum(current.values()))))
     # a lone drifted feature's p-value must reach alpha / tests, under Benjamini-Hochberg as under Bonferroni
-    level = options.alpha_ks / max(sum(1 for row in rows if not np.isnan(row["pvalue"])), 1)
+    level = options.alpha_ks / max(sum(1 for row in rows if row["pvalue"] is not None), 1)
     for row, size in zip(rows, sizes, strict=True):
         row["detectable"] = None if size is None else _detectable(*size, level=level, floor=options.min_effect)
     return rows
+
+
+def _untestable(n: int, m: int, *, level: float) -> str:
+    """Why a KS test of `n` reference and `m` current samples cannot judge (empty when it can): a side without
+    a finite value, or sides so small that a distance of `TESTABLE_D` would not reach `level` (alpha over every
+    test: the least a lone drifted feature needs). One current row can reach a small p alone (when it lies
+    beyond the reference's range), but it says nothing about a distribution."""
+    if n == 0 or m == 0:
+        return f"no finite value in the {'reference' if n == 0 else 'current data'}"
+    if ks.ks_pvalue(TESTABLE_D, n, m) > level:
+        return (f"{n:,} reference and {m:,} current samples: too few for a distance of {TESTABLE_D:g} to reach "
+                f"p ≤ {level:.3g}")
+    return ""
+
+
+def _floored(p: float, d: float | None = None, n: int = 0, m: int = 0) -> tuple[float, float | None]:
+    """(p, log10 p): p no lower than `P_FLOOR`, with its exponent where it lies below the floor (a KS p from the
+    leading term of the Kolmogorov tail, 2·exp(−2x²); a chi-square one is only known to be below: None)."""
+    if p >= P_FLOOR:
+        return float(p), None
+    if d is None or not n or not m:
+        return P_FLOOR, None
+    return P_FLOOR, math.log10(2.0) - 2.0 * d * d * n * m / (n + m) / math.log(10.0)
 
 
 def _detectable(test: str, first: int, second: float, *, level: float, floor: float) -> float | None:

@@ -148,7 +148,8 @@ def gate_in_run(step_run: StepRun | None, *, reference: str | Path, current: str
     if series_state is not None:
         key = sha256_file(reference) if result.details.reference_from_profile else result.profile.sha256
         judged, state = judge(result.verdict, result.features, load_state(series_state), profile=key,
-                              options=options.series, date=datetime.now(UTC).isoformat(timespec="seconds"))
+                              options=options.series, date=datetime.now(UTC).isoformat(timespec="seconds"),
+                              min_effect=options.min_effect)
         save_state(state, series_state)
         result = dataclasses.replace(result, verdict=judged)
     verdict = result.verdict.judged_with(options)
@@ -278,7 +279,7 @@ def night_in_run(step_run: StepRun | None, registry: NightlyRegistry, *, model_n
             html_name=options.html_name)
     previous = load_state(series_in) if series_in else SeriesState.from_tags(found.tags)
     judged, state = judge(result.verdict, result.features, previous, profile=found.tags[PROFILE_SHA_TAG],
-                          options=options.series, date=date)
+                          options=options.series, date=date, min_effect=DEFAULTS.min_effect)
     if series_out:
         save_state(state, series_out)
     tags = {NIGHTLY_TAG: nightly_tag(judged.status, date, step_run.run_id if step_run is not None else ""),

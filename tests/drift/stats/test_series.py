@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from skewgate.common.errors import InputError
+from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.drift.cli import main
 from skewgate.drift.stats import ks
 from skewgate.drift.stats.series import (
@@ -18,8 +19,11 @@ from skewgate.drift.stats.series import (
     SeriesState,
     advance,
     calibrate,
+    feature_pvalue,
+    judge,
     load_state,
     night_pvalue,
+    reference_eps,
     save_state,
 )
 from tests.drift.conftest import make_frame
@@ -118,9 +122,81 @@ def test_the_cli_reports_tonight_and_the_series_and_carries_the_state(tmp_path, 
         assert code == 0
         verdict = json.loads(report.read_text())
         names = [c["name"] for c in verdict["checks"]]
-        assert names[:4] == ["nan_share", "ks_drift", "mmd_drift", "joint_drift"] and names[4] == CHECK
+        assert names == ["nan_share", "ks_drift", "mmd_drift", "joint_drift", "testable", CHECK]
         series = next(c for c in verdict["checks"] if c["name"] == CHECK)
         assert series["limit"] == pytest.approx(SeriesOptions().threshold)
         assert verdict["details"]["series"]["nights"] == night
         assert "Ramdas" in verdict["details"]["series"]["reference"]
         assert load_state(state_file).nights == night
+
+
+def _tonight(*, joint: bool, testable: bool = True, snapshot: str = "snap-1") -> Verdict:
+    """A night's verdict as the gate makes it: `joint` = KS and MMD both flagged tonight."""
+    checks = [Check("ks_drift", passed=not joint, value=float(joint), limit=0, severity="warn"),
+              Check("mmd_drift", passed=not joint, value=0.01 if joint else 0.5, limit=0.05, severity="warn"),
+              Check("joint_drift", passed=not joint, value=float(joint), limit=0, detail="both"),
+              Check("testable", passed=testable, value=float(not testable), limit=0)]
+    return Verdict.from_checks("drift", checks, subject=Subject(artifact="night", sha256="0" * 64,
+                                                                data={"reference": "r", "current": snapshot}))
+
+
+HEALTHY = [{"test": "ks", "statistic": 0.02, "effect": 0.02, "reference_n": 5000, "current_n": 500}]
+SHIFTED = [{"test": "ks", "statistic": 0.4, "effect": 0.4, "reference_n": 5000, "current_n": 500}]
+
+
+@pytest.mark.parametrize(("joint", "rows", "status"), [
+    (True, HEALTHY, "warn"),  # tonight's test fired by chance: reported, the series decides
+    (False, HEALTHY, "pass"),
+    (True, SHIFTED, "fail"),  # the series alarms
+], ids=["chance-joint-drift-warns", "healthy-passes", "series-alarm-fails"])
+def test_with_a_series_the_series_decides_the_night(joint, rows, status):
+    judged, _ = judge(_tonight(joint=joint), rows, None, profile="p")
+    assert judged.status == status
+    joint_check = next(c for c in judged.checks if c.name == "joint_drift")
+    assert joint_check.severity == "warn" and "the series decides" in joint_check.detail
+
+
+def test_with_a_series_a_feature_that_could_not_be_judged_still_fails():
+    judged, _ = judge(_tonight(joint=False, testable=False), HEALTHY, None, profile="p")
+    assert judged.status == "fail" and judged.message == "failed: testable"
+
+
+def test_a_year_of_healthy_nights_through_the_gate_never_fails():
+    """Null nights through judge, with tonight's own test firing on its share of them (5 %, as a per-night test
+    at alpha does): no night fails, where the per-night decision alone failed about 18 of them."""
+    rng = np.random.default_rng(3)
+    reference = ks.ReferenceECDF.exact(rng.normal(size=5000))
+    state, statuses, chance = None, [], 0
+    for night in range(365):
+        d = ks.ks_statistic(reference, rng.normal(size=500))
+        joint = ks.ks_pvalue(d, 5000, 500) < ALPHA
+        chance += joint
+        judged, state = judge(_tonight(joint=joint, snapshot=f"night-{night}"),
+                              [{**HEALTHY[0], "statistic": d, "effect": d}], state, profile="p", min_effect=0.05)
+        statuses.append(judged.status)
+    assert chance >= 5 and "fail" not in statuses and state.nights == 365
+
+
+def test_judging_the_same_snapshot_again_replaces_the_night():
+    """A retried run is the same night: the series neither counts it twice nor loses it."""
+    _, state = judge(_tonight(joint=False, snapshot="a"), HEALTHY, None, profile="p")
+    second, state = judge(_tonight(joint=False, snapshot="b"), SHIFTED, state, profile="p")
+    assert state.nights == 2 and second.status == "fail"
+    retried, again = judge(_tonight(joint=False, snapshot="b"), HEALTHY, state, profile="p")
+    assert again.nights == 2 and retried.status == "pass"  # the retry replaced night 2's evidence
+    healthy_p = night_pvalue(HEALTHY, delta=OPTIONS.delta)[0]
+    assert again.evalue == pytest.approx(advance(advance(None, healthy_p, profile="p"), healthy_p, profile="p").evalue)
+    _, after = judge(_tonight(joint=False, snapshot="c"), HEALTHY, again, profile="p")
+    assert after.nights == 3
+
+
+@pytest.mark.parametrize(("floor", "counts"), [(0.0, True), (0.025, True), (0.05, False), (0.1, False)],
+                         ids=["no-floor", "half-the-floor", "the-gate-floor", "twice-the-floor"])
+def test_a_creep_below_the_gates_effect_floor_is_no_evidence(floor, counts):
+    """A distance just above the reference's own error bound plus 0.04 (the 0.06σ creep of #33 is KS D ≈ 0.024
+    beyond it at these sizes: here larger still): evidence without a floor, none at the gate's 0.05."""
+    eps = reference_eps(100_000, features=1, delta=OPTIONS.delta)
+    d = eps + 0.04
+    p = feature_pvalue(d, reference_n=100_000, current_n=20_000, features=1, delta=OPTIONS.delta, min_effect=floor)
+    assert (p < 1e-3) is counts
+    assert (p == 1.0) is (not counts)

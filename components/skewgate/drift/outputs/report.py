@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -100,7 +102,7 @@ def report_html(result: DriftResult) -> str:
         tds = "".join(_cell(float(s), float(r), sides) for s, r in zip(shares, reference, strict=True))
         cells.append(f"<tr><th>{'● ' if drifted else ''}{html.escape(name)}</th>{tds}</tr>")
     table = [f"<tr><td>{html.escape(str(r['feature']))}</td><td>{html.escape(str(r['test']))}</td>"
-             f"<td>{_fmt(r['statistic'])}</td><td>{_fmt(r['pvalue'])}</td><td>{_fmt(r['adjusted_pvalue'])}</td>"
+             f"<td>{_fmt(r['statistic'])}</td><td>{html.escape(_p(r))}</td><td>{_fmt(r['adjusted_pvalue'])}</td>"
              f"<td>{'yes' if r['drifted'] else ''}</td></tr>" for r in result.features[:200]]
     return html_page(verdict, (
         "<h2>Share of current values per reference bin</h2>"
@@ -110,6 +112,15 @@ def report_html(result: DriftResult) -> str:
         "<table><tr><th></th>" + "".join(f"<th>{html.escape(b)}</th>" for b in BINS) + "</tr>" + "".join(cells)
         + "</table><h2>Per-feature tests</h2><table><tr><th>feature</th><th>test</th><th>statistic</th><th>p</th>"
         "<th>adjusted p</th><th>drifted</th></tr>" + "".join(table) + "</table>"), cell_align="right")
+
+
+def _p(row: Mapping[str, Any]) -> str:
+    """A feature's p-value as read: why it was not testable, or its exponent where it lies below the floor."""
+    if "untestable" in row:
+        return f"not testable: {row['untestable']}"
+    if row.get("log10_pvalue") is not None:
+        return f"≈ 1e{row['log10_pvalue']:.0f}"
+    return _fmt(row["pvalue"])
 
 
 def _fmt(value: float | None) -> str:

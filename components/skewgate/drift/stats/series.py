@@ -48,6 +48,10 @@ from skewgate.common.verdict import Check, Verdict, derive_status
 from skewgate.drift.stats import ks
 
 CHECK = "series.anytime_valid"
+# Tonight's drift decision: with a series it is reported (warn at most) and the series decides the night, or a
+# test at alpha every night would fail about alpha of the healthy ones (12 a year at 5 %). Data-quality checks
+# (missing values, features that could not be judged) keep their severity.
+TONIGHT_DECISIONS = ("joint_drift",)
 SCHEMA = "skewgate.drift-series"
 VERSION = 1
 METHOD = ("e-process: per night, Bonferroni over numeric features of one-sample KS p-values at max(D − eps, 0) "
@@ -94,6 +98,11 @@ class SeriesState:
     reference_share: float = SeriesOptions.reference_share
     started: str = ""  # the date of the first night
     last_date: str = ""
+    # The snapshot the last night judged, and the series as it stood before that night: the same snapshot judged
+    # again (a retried run) replaces that night instead of counting it twice.
+    last_snapshot: str = ""
+    prior_evalue: float = 0.0
+    prior_alarmed_night: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "version": VERSION, **asdict(self)}
@@ -155,26 +164,31 @@ def reference_eps(n: int, *, features: int, delta: float) -> float:
     return math.sqrt(math.log(2.0 * max(features, 1) / delta) / (2.0 * max(n, 1)))
 
 
-def feature_pvalue(d: float, *, reference_n: int, current_n: int, features: int, delta: float) -> float:
+def feature_pvalue(d: float, *, reference_n: int, current_n: int, features: int, delta: float,
+                   min_effect: float = 0.0) -> float:
     """The p-value, given the profile, of a KS distance `d` between tonight's `current_n` samples and a
-    reference ECDF of `reference_n`: one-sample Kolmogorov at max(d − eps, 0)."""
+    reference ECDF of `reference_n`, against "tonight's distribution lies within `min_effect` of the reference's":
+    one-sample Kolmogorov at max(d − eps − min_effect, 0). (On the DKW event, d ≤ |F_m − G| + eps + |G − F|, so
+    a distance G within the floor leaves |F_m − G| ≥ d − eps − min_effect: a creep below the floor is no
+    evidence, as it is no drift for the night's test.)"""
     if not math.isfinite(d) or current_n == 0:
         return 1.0
-    judged = max(d - reference_eps(reference_n, features=features, delta=delta), 0.0)
+    judged = max(d - reference_eps(reference_n, features=features, delta=delta) - min_effect, 0.0)
     return ks.kolmogorov_sf(judged * math.sqrt(current_n))
 
 
-def night_pvalue(rows: Iterable[Mapping[str, Any]], *, delta: float) -> tuple[float, int]:
+def night_pvalue(rows: Iterable[Mapping[str, Any]], *, delta: float, min_effect: float = 0.0) -> tuple[float, int]:
     """(p, features): tonight's p-value given the profile, Bonferroni over the numeric features of the drift
-    gate's feature table (their `effect`, the least KS D the sketches allow, and the sample sizes); 1 when
-    none is testable."""
+    gate's feature table (their `effect`, the least KS D the sketches allow, and the sample sizes) that could be
+    tested; 1 when none is."""
     tested = [r for r in rows if r.get("test") == "ks" and r.get("statistic") is not None
-              and r.get("reference_n") and r.get("current_n")]
+              and r.get("reference_n") and r.get("current_n") and "untestable" not in r]
     if not tested:
         return 1.0, 0
     k = len(tested)
     least = min(feature_pvalue(float(r["effect"]), reference_n=int(r["reference_n"]),
-                               current_n=int(r["current_n"]), features=k, delta=delta) for r in tested)
+                               current_n=int(r["current_n"]), features=k, delta=delta, min_effect=min_effect)
+                for r in tested)
     return min(1.0, k * least), k
 
 
@@ -184,13 +198,18 @@ def weight(night: int) -> float:
 
 
 def advance(state: SeriesState | None, pvalue: float, *, profile: str, options: SeriesOptions = SeriesOptions(),
-            date: str = "") -> SeriesState:
+            date: str = "", snapshot: str = "") -> SeriesState:
     """Tonight folded into the series against `profile`; a missing state, or one for another profile (or other
-    options), starts a new series."""
+    options), starts a new series. The `snapshot` (its digest) the last night already judged replaces that
+    night: a retry is the same night, not another piece of evidence."""
     if (state is None or state.profile != profile or state.alpha != options.alpha
             or state.reference_share != options.reference_share):
         state = SeriesState(profile=profile, alpha=options.alpha, reference_share=options.reference_share,
                             started=date)
+    elif snapshot and snapshot == state.last_snapshot and state.nights > 0:
+        state = replace(state, nights=state.nights - 1, evalue=state.prior_evalue,
+                        alarmed_night=state.prior_alarmed_night)
+    prior = (state.evalue, state.alarmed_night)
     night = state.nights + 1
     e = calibrate(pvalue)
     evalue = (state.evalue + weight(night)) * e
@@ -198,7 +217,7 @@ def advance(state: SeriesState | None, pvalue: float, *, profile: str, options: 
     if alarmed is None and evalue >= options.threshold:
         alarmed = night
     return replace(state, nights=night, evalue=evalue, alarmed_night=alarmed, last_evalue=e, last_pvalue=pvalue,
-                   last_date=date)
+                   last_date=date, last_snapshot=snapshot, prior_evalue=prior[0], prior_alarmed_night=prior[1])
 
 
 def check(state: SeriesState, options: SeriesOptions = SeriesOptions()) -> Check:
@@ -220,13 +239,20 @@ def details(state: SeriesState, options: SeriesOptions = SeriesOptions(), *, fea
 
 
 def judge(verdict: Verdict, rows: Iterable[Mapping[str, Any]], state: SeriesState | None, *, profile: str,
-          options: SeriesOptions = SeriesOptions(), date: str = "") -> tuple[Verdict, SeriesState]:
-    """The verdict with "over the series" beside "tonight": tonight's checks unchanged, plus `series.anytime_valid`
-    (a `fail` check: the alarm whose false-alarm probability over all nights is bounded), and the state to keep.
-    `rows`: the whole feature table (the verdict's details keep only the first 200)."""
-    pvalue, features = night_pvalue(rows, delta=options.delta)
-    state = advance(state, pvalue, profile=profile, options=options, date=date)
-    checks = (*verdict.checks, check(state, options))
+          options: SeriesOptions = SeriesOptions(), date: str = "", min_effect: float = 0.0) -> tuple[Verdict,
+                                                                                                    SeriesState]:
+    """The verdict with "over the series" beside "tonight", and the state to keep: the series decides the night
+    (`series.anytime_valid`, a `fail` check: the alarm whose false-alarm probability over all nights is bounded);
+    tonight's drift decision (`TONIGHT_DECISIONS`) is reported as a warning; data-quality checks keep their
+    severity. `rows`: the whole feature table (the verdict's details keep only the first 200); `min_effect`: the
+    gate's effect floor, below which no distance is evidence. The night is known by the digest of the data it
+    judged (the verdict's subject): judging the same snapshot again replaces the night."""
+    pvalue, features = night_pvalue(rows, delta=options.delta, min_effect=min_effect)
+    snapshot = str(verdict.subject.data.get("current", "")) if verdict.subject else ""
+    state = advance(state, pvalue, profile=profile, options=options, date=date, snapshot=snapshot)
+    tonight = tuple(replace(c, severity="warn", detail=f"{c.detail} (reported; the series decides the night)")
+                    if c.name in TONIGHT_DECISIONS else c for c in verdict.checks)
+    checks = (*tonight, check(state, options))
     status, message = derive_status(checks)
     return replace(verdict, checks=checks, status=status, message=message,
                    details={**verdict.details, "series": details(state, options, features=features)}), state

@@ -48,7 +48,7 @@ class SideStats:
     rows: int
     numeric_names: tuple[str, ...]
     sketches: list[QuantileSketch]
-    nan: np.ndarray  # int64 per numeric feature
+    nan: np.ndarray  # int64 per numeric feature: NaN and ±Inf values (missing or non-finite)
     categories: dict[str, dict[str, int]]
     missing: dict[str, int]  # nulls per categorical feature
     coverage: np.ndarray | None = None  # counts, numeric features × COVERAGE_BINS
@@ -63,7 +63,8 @@ class SideStats:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def nan_share(self) -> dict[str, float]:
-        """Per feature: missing values / values (a pooled N-D feature has several values per row)."""
+        """Per feature: missing or non-finite (NaN, ±Inf) values / values (a pooled N-D feature has several values
+        per row)."""
         rows = max(self.rows, 1)
         totals = [s.n + int(c) for s, c in zip(self.sketches, self.nan, strict=True)] if self.sketches else []
         shares = {n: int(c) / (totals[j] if totals and totals[j] else rows)
@@ -152,14 +153,17 @@ class Accumulator:
     def _add_tables(self, numeric: np.ndarray, batch: Batch) -> None:
         if batch.pooled:
             for j, values in enumerate(self._columns(numeric, batch)):
-                self.nan[j] += int(np.isnan(values).sum())
-                self.builders[j].add(values[np.isfinite(values)])
+                finite = np.isfinite(values)
+                self.nan[j] += int(values.size - finite.sum())
+                self.builders[j].add(values[finite])
         else:
-            ordered = np.sort(np.ascontiguousarray(numeric.T), axis=1)  # a row per feature; NaN sorts last
+            # a row per feature, sorted: -Inf first, then the finite values, +Inf, NaN last
+            ordered = np.sort(np.ascontiguousarray(numeric.T), axis=1)
             finite = np.isfinite(numeric).sum(axis=0)
-            self.nan += np.isnan(numeric).sum(axis=0)
+            first = np.isneginf(numeric).sum(axis=0)
+            self.nan += len(numeric) - finite  # NaN and ±Inf alike: values the tests cannot use
             for j, builder in enumerate(self.builders):
-                builder.add(ordered[j, : finite[j]], presorted=True)
+                builder.add(ordered[j, first[j]: first[j] + finite[j]], presorted=True)
         start = self._row_offsets.get(batch.origin, 0)
         self._row_offsets[batch.origin] = start + batch.rows
         ranking = selection_rows(self.seed, batch.origin, start, batch.rows, self.selection_share) \
@@ -192,7 +196,7 @@ class Accumulator:
         assert self.edges is not None
         for j, column in enumerate(self._columns(numeric, batch)):
             edges = self.edges[j]
-            nan = np.isnan(column)
+            nan = ~np.isfinite(column)  # the last bin: missing or non-finite, as `nan` counts them
             self.coverage[j, 12] += int(nan.sum())
             if np.isnan(edges).any():
                 continue
