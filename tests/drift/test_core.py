@@ -255,7 +255,7 @@ def test_token_ids_are_categories_with_the_rare_ones_folded(write):
     assert numeric["test"] == "ks" and not numeric["drifted"]
     assert token["test"] == "chi2" and token["drifted"] and token["effect"] > 0.3
     assert "(other)" in as_ids.profile.categories["token"] and len(as_ids.profile.categories["token"]) == 101
-    with pytest.raises(InputError, match="f0: expected an integer column of ids"):
+    with pytest.raises(InputError, match="f0: expected an integer or string column of ids"):
         drift_gate(reference=write("ref", ref), current=write("cur", cur), options=DriftOptions(ids=("f0",)))
 
 

@@ -7,16 +7,18 @@ rows that are not tested, and rare categories are pooled (`stats/categories.py`)
 smallest effect it could flag (`detectable`), so a pass says what it cannot see.
 
 Decision matrix: neither drifts → pass; KS only or MMD only → warn; both → fail. A feature the gate cannot judge
-(no finite value on a side, too few samples) fails `testable`: what was not judged is never a pass. Defaults and their false-positive
-rates under no drift: KS family at α = 0.05 after Benjamini–Hochberg (under the global null BH controls the
-family-wise rate, so P(KS flags) ≤ 0.05, less with the effect floor); MMD at α = 0.05 (P(MMD flags) ≤ 0.05);
-`fail` needs both, so P(fail) ≤ 0.05.
+(no finite value on a side, too few samples) fails `testable`: what was not judged is never a pass. A value the
+reference never saw, taking more of tonight than chance allows, warns (`new_ids`, stats/new_ids.py). Defaults and
+their false-positive rates under no drift: KS family at α = 0.05 after Benjamini–Hochberg (under the global null
+BH controls the family-wise rate, so P(KS flags) ≤ 0.05, less with the effect floor); MMD at α = 0.05 (P(MMD
+flags) ≤ 0.05); `fail` needs both, so P(fail) ≤ 0.05.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +40,7 @@ from skewgate.drift.stats.mmd import (
     mmd_exact,
     mmd_rff,
 )
+from skewgate.drift.stats.new_ids import NewValues, SeenValues, new_values
 from skewgate.drift.stats.profile import (
     ReferenceProfile,
     decile_edges,
@@ -77,7 +80,7 @@ class FeatureTest(TypedDict):
     current_n: NotRequired[int]  # numeric: samples behind the KS p-value, current side
     cells: NotRequired[int]  # categorical: cells tested (kept categories, "(other)", rare ones pooled)
     detectable: NotRequired[float | None]  # the smallest effect it could flag (size, correction, floor); None: none
-    new_categories: NotRequired[list[str]]  # categorical: current categories the reference never saw (20 at most)
+    new_categories: NotRequired[list[str]]  # categorical: current values the reference never saw (20 most frequent)
     adjusted_pvalue: NotRequired[float | None]  # after the multiple-testing correction
     drifted: NotRequired[bool]
 
@@ -220,6 +223,8 @@ def make_profile(reference: str | Path, *, options: DriftOptions = _DEFAULTS, em
         features=rff, mean_embedding=second.rff_sum / max(second.mmd_rows, 1),
         covariance=np.cov(sampled, rowvar=False) if len(sampled) > 1 else np.zeros((rff.size, rff.size)),
         mmd_rows=second.mmd_rows)
+    profile.seen = {name: SeenValues.of(Counter(first.categories.get(name, {})) + Counter(first.id_selection.get(
+        name, {}))) for name in source.categorical_names}  # every row's values, before any id is folded away
     profile.extra["layout"] = source.layout
     if id_split:  # id features cut to their kept ids: which values chose them, which are tested
         profile.extra["id_split"] = {"share": options.id_selection_share, "features": id_split}
@@ -289,7 +294,9 @@ def decide(profile: ReferenceProfile, cur: SideStats, *, options: DriftOptions, 
     rng = np.random.default_rng(options.seed)
     log.info("KS on %d numeric and chi-square on %d categorical features", len(profile.numeric_names),
              len(profile.categories))
-    table = _feature_tests(profile, cur, options)
+    new_ids = {name: new_values(seen, cur.categories.get(name, {}), per_row=_per_row(seen, profile.rows, cur, name))
+               for name, seen in profile.seen.items()}
+    table = _feature_tests(profile, cur, options, new_ids)
     pvalues = np.array([np.nan if row["pvalue"] is None else row["pvalue"] for row in table], dtype=np.float64)
     testable = ~np.isnan(pvalues)
     adjusted = np.full(pvalues.shape, np.nan)
@@ -326,6 +333,7 @@ def decide(profile: ReferenceProfile, cur: SideStats, *, options: DriftOptions, 
         Check("testable", passed=not untestable, value=len(untestable), limit=0,
               detail="could not judge " + "; ".join(f"{r['feature']!r} ({r['untestable']})" for r in untestable[:10])
               if untestable else f"every one of {len(table)} features judged"),
+        _new_ids_check(profile, new_ids, alpha=options.alpha_ks),
     ]
     subject = Subject(
         artifact=str(subject_path) if subject_path else current,
@@ -347,7 +355,38 @@ def decide(profile: ReferenceProfile, cur: SideStats, *, options: DriftOptions, 
                        profile=profile)
 
 
-def _feature_tests(profile: ReferenceProfile, cur: SideStats, options: DriftOptions) -> list[FeatureTest]:
+def _per_row(seen: SeenValues, reference_rows: int, cur: SideStats, name: str) -> int:
+    """Values per row of a categorical feature (an N-D id array holds several), the larger of the two sides."""
+    current = sum(cur.categories.get(name, {}).values())
+    return max(1, math.ceil(seen.values / max(reference_rows, 1)), math.ceil(current / max(cur.rows, 1)))
+
+
+def _new_ids_check(profile: ReferenceProfile, found: Mapping[str, NewValues], *, alpha: float) -> Check:
+    """`new_ids` (warn): a value the reference never saw takes more of tonight than chance allows (new_ids.py),
+    Bonferroni over the categorical features. A profile without the set of seen values (v2/v3) cannot judge it."""
+    if profile.categories and not profile.seen:
+        return Check("new_ids", passed=False, value=None, limit=0, severity="warn",
+                     detail="not judged: the profile holds no set of the values its reference saw (made before v4; "
+                            "rebuild it with `skewgate drift profile`)")
+    flagged = {name: new for name, new in found.items() if min(1.0, new.pvalue * len(found)) < alpha}
+    if not flagged:
+        newest = max(found.items(), key=lambda kv: kv[1].share, default=None)
+        return Check("new_ids", passed=True, value=0, limit=0, severity="warn",
+                     detail=f"no new value beyond chance in {len(found)} categorical feature(s)" + (
+                         f"; most new: {newest[0]!r} ({newest[1].share:.2%} of tonight's values unseen, "
+                         f"reference's Good–Turing estimate {newest[1].good_turing:.2%})"
+                         if newest and newest[1].share > 0 else ""))
+    parts = []
+    for name, new in list(flagged.items())[:5]:
+        value, count = new.top[0]
+        sampled = "" if new.checked_share >= 1 else f", {new.checked_share:.0%} of the reference's values checked"
+        parts.append(f"{name!r}: {value!r} {count:,} times, never in the reference (p = {new.pvalue:.3g}); "
+                     f"{new.share:.2%} of tonight's values unseen (Good–Turing expects {new.good_turing:.2%}{sampled})")
+    return Check("new_ids", passed=False, value=len(flagged), limit=0, severity="warn", detail="; ".join(parts))
+
+
+def _feature_tests(profile: ReferenceProfile, cur: SideStats, options: DriftOptions,
+                   new_ids: Mapping[str, NewValues]) -> list[FeatureTest]:
     """KS per numeric feature, chi-square per categorical one. A KS statistic from sketches is within `ks_error`
     of the exact one, so its p-value and effect are those of the least D it can be (at least `statistic` −
     `ks_error`, `ks_bounds`): what is pushed and shown is what is decided on, and the p-value is valid whatever
@@ -374,7 +413,8 @@ def _feature_tests(profile: ReferenceProfile, cur: SideStats, options: DriftOpti
     for name, counts in profile.categories.items():
         current = fold_current(counts, cur.categories.get(name, {}))
         stat, p, v, cells = homogeneity(counts, current, min_expected=options.min_expected)
-        new = sorted(set(current) - set(counts))
+        # the values the reference never held, most frequent first (from the profile's set: before any folding)
+        new = [value for value, _ in new_ids[name].top] if name in new_ids else sorted(set(current) - set(counts))
         pvalue, log10 = _floored(p)
         rows.append({"feature": name, "kind": "categorical", "test": "chi2", "statistic": stat, "pvalue": pvalue,
                      "log10_pvalue": log10, "effect": v, "cells": cells, "new_categories": new[:20]})

@@ -122,7 +122,7 @@ def test_the_cli_reports_tonight_and_the_series_and_carries_the_state(tmp_path, 
         assert code == 0
         verdict = json.loads(report.read_text())
         names = [c["name"] for c in verdict["checks"]]
-        assert names == ["nan_share", "ks_drift", "mmd_drift", "joint_drift", "testable", CHECK]
+        assert names == ["nan_share", "ks_drift", "mmd_drift", "joint_drift", "testable", "new_ids", CHECK]
         series = next(c for c in verdict["checks"] if c["name"] == CHECK)
         assert series["limit"] == pytest.approx(SeriesOptions().threshold)
         assert verdict["details"]["series"]["nights"] == night

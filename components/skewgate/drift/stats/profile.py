@@ -20,12 +20,15 @@ from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
 from skewgate.drift.stats.categories import OTHER
 from skewgate.drift.stats.mmd import RandomFeatures
+from skewgate.drift.stats.new_ids import SeenValues
 from skewgate.drift.stats.sketch import QuantileSketch
 from skewgate.drift.stats.stream import sketch_arrays, sketches_from
 
 PROFILE_SCHEMA = "skewgate.drift-profile"
-PROFILE_VERSION = 3  # 3: id features keep ids ranked on rows that are not tested (`categories.kept_categories`)
-READABLE_VERSIONS = (2, PROFILE_VERSION)  # a v2 profile is read while no id feature of it was cut
+# 3: id features keep ids ranked on rows that are not tested (`categories.kept_categories`); 4: the set of values
+# each categorical feature held (`new_ids.SeenValues`), for the new-ids check
+PROFILE_VERSION = 4
+READABLE_VERSIONS = (2, 3, PROFILE_VERSION)  # a v2 profile is read while no id feature of it was cut
 
 
 @dataclass
@@ -46,6 +49,8 @@ class ReferenceProfile:
     mean_embedding: np.ndarray
     covariance: np.ndarray
     mmd_rows: int  # rows behind the mean embedding (a seeded share of `rows` beyond the MMD row budget)
+    # per categorical feature, every value the reference held (before any folding); empty in a v2/v3 profile
+    seen: dict[str, SeenValues] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -85,7 +90,10 @@ def save_profile(profile: ReferenceProfile, path: str | Path) -> Path:
         "categories": profile.categories, "mmd_space": profile.mmd_space,
         "bandwidths": list(profile.features.bandwidths), "ks_error_bound": profile.ks_error_bound,
         "extra": {k: v for k, v in profile.extra.items() if k != "raw_reference"},
+        "seen": [{"feature": name, "limit": str(seen.limit), "values": seen.values, "distinct": seen.distinct,
+                  "singletons": seen.singletons} for name, seen in profile.seen.items()],
     }
+    seen_arrays = {f"seen_{i}": seen.hashes for i, seen in enumerate(profile.seen.values())}
     # allow_pickle=False: every array is numeric (the header a unicode string), and profiles are loaded without
     # pickles; naming it also keeps the `**` of sketch arrays from standing for that keyword.
     with path.open("wb") as handle:  # a file handle: np.savez would otherwise append ".npz" to the name
@@ -93,7 +101,7 @@ def save_profile(profile: ReferenceProfile, path: str | Path) -> Path:
             handle, header=np.array(json.dumps(header)), edges=profile.edges, center=profile.center,
             scale=profile.scale, rff_weights=profile.features.weights, rff_offsets=profile.features.offsets,
             mean_embedding=profile.mean_embedding, covariance=profile.covariance, allow_pickle=False,
-            **sketch_arrays(profile.sketches))
+            **sketch_arrays(profile.sketches), **seen_arrays)
     return path
 
 
@@ -132,6 +140,10 @@ def load_profile(path: str | Path) -> ReferenceProfile:
         nan_share=header["nan_share"], categories=header["categories"], mmd_space=header["mmd_space"],
         center=data["center"], scale=data["scale"], features=rff, mean_embedding=data["mean_embedding"],
         covariance=data["covariance"], mmd_rows=header["mmd_rows"], extra=header.get("extra", {}),
+        seen={entry["feature"]: SeenValues(hashes=data[f"seen_{i}"].astype(np.uint64), limit=int(entry["limit"]),
+                                           values=int(entry["values"]), distinct=int(entry["distinct"]),
+                                           singletons=int(entry["singletons"]))
+              for i, entry in enumerate(header.get("seen", []))},
     )
     profile.extra["profile_sha256"] = sha256_file(path)
     return profile

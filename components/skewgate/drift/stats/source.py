@@ -150,7 +150,8 @@ class Source:
                        if f.name in physical}
         for name in self.ids:
             if name in self.dtypes:
-                _check_ids(location, name, np.dtype(self.dtypes[name]) if self.dtypes[name] != "object" else None)
+                dtype = self.dtypes[name]
+                _check_ids(location, name, dtype if dtype in ("object", "category") else np.dtype(dtype))
         self.numeric_names = tuple(f.name for f in schema if f.name in self.dtypes and _is_numeric(f.type)
                                    and f.name not in self.ids)
         self.categorical_names = tuple(n for n in self.dtypes if n not in self.numeric_names)
@@ -271,9 +272,12 @@ def feature_axis(name: str, shape: tuple[int, ...], declared: Mapping[str, int])
     return len(shape) - 1
 
 
-def _check_ids(source: str | Path, name: str, dtype: np.dtype | None) -> None:
-    if dtype is None or dtype.kind not in "iu":
-        raise InputError(source, field=name, expected="an integer column of ids", found=f"dtype {dtype}")
+def _check_ids(source: str | Path, name: str, dtype: np.dtype | str) -> None:
+    """Ids are integers, or (in a table) strings; a float column is a number, not an id."""
+    if isinstance(dtype, str) and dtype in ("object", "category", "string", "large_string"):
+        return
+    if not isinstance(dtype, np.dtype) or dtype.kind not in "iu":
+        raise InputError(source, field=name, expected="an integer or string column of ids", found=f"dtype {dtype}")
 
 
 def arrow_dtype(arrow_type: pa.DataType) -> str:
