@@ -24,8 +24,13 @@ statistical quality.
 6. Sketch capacity against uniform p-values: null draws at 2M (and a few at 8M) rows per side, the least-D
    p-value at several capacities beside the exact p-value of the same draws; error / critical D, build time,
    memory per side (tracemalloc).
-`--quick` shrinks every part (4: 40 draws, 500k rows; 5: 800k rows; 6: 500k rows, 20 draws); the defaults are
-the figures docs/benchmarks.md quotes. Parts 4-6 are seeded (`--seed`).
+7. New ids (`new-ids`): a never-seen id on 2 % of tonight's rows (Zipf over 10k ids, uniform over 100k ids, 5k
+   and 200k rows a side), and the same draws without it: the share caught by the gate's `new_ids` check
+   (stats/new_ids.py), by its folded chi-square over the kept 1,000 ids, and by a plain top-1,000 chi-square
+   (`scipy.stats.chi2_contingency` over the 1,000 ids most frequent on both sides plus the rest; biased: it picks
+   its cells from the counts it tests).
+`--quick` shrinks every part (4: 40 draws, 500k rows; 5: 800k rows; 6: 500k rows, 20 draws; 7: 10 draws); the
+defaults are the figures docs/benchmarks.md quotes. Parts 4-7 are seeded (`--seed`).
 Nothing here is a test: these machines are noisy, so figures are printed, not asserted.
 """
 
@@ -50,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from parity_bench import PEAK_MIB  # the VmHWM reader the benchmarks share
 
 GIB = 1 << 30
-PARTS = ["scale", "wide", "naive", "quality", "tables", "scipy-scale", "capacity"]
+PARTS = ["scale", "wide", "naive", "quality", "tables", "scipy-scale", "capacity", "new-ids"]
 SCALE_CHILD = PEAK_MIB + '''
 import json, sys, time
 import numpy as np, pyarrow.parquet as pq, pyarrow.dataset
@@ -205,6 +210,8 @@ def main() -> None:
             false_alarm_and_power(quick=args.quick, seed=args.seed)
         if "scipy-scale" in parts:
             ks_beside_scipy(800_000 if args.quick else 8_000_000, tmp)
+        if "new-ids" in parts:
+            new_ids_power(draws=10 if args.quick else 40, seed=args.seed)
         if "capacity" in parts:
             if args.quick:
                 capacity_sweep(500_000, 20, (4_096, 16_384, 65_536), args.seed)
@@ -376,6 +383,47 @@ def _scipy_ids(ref_ids: np.ndarray, cur_ids: np.ndarray, ids: int) -> float:
 
     table = np.stack([np.bincount(ref_ids, minlength=ids), np.bincount(cur_ids, minlength=ids)])
     return float(chi2_contingency(table[:, table.sum(axis=0) > 0])[1])
+
+
+def _top_k_chi2(ref_ids: np.ndarray, cur_ids: np.ndarray, k: int = 1000) -> float:
+    """A plain chi-square over the `k` ids most frequent on both sides together, the rest as one cell."""
+    from scipy.stats import chi2_contingency
+
+    ids = int(max(ref_ids.max(), cur_ids.max())) + 1
+    table = np.stack([np.bincount(ref_ids, minlength=ids), np.bincount(cur_ids, minlength=ids)])
+    top = np.argsort(-table.sum(axis=0), kind="stable")[:k]
+    rest = table.sum(axis=1) - table[:, top].sum(axis=1)
+    cells = np.column_stack([table[:, top], rest])
+    return float(chi2_contingency(cells[:, cells.sum(axis=0) > 0])[1])
+
+
+def new_ids_power(*, draws: int, seed: int) -> None:
+    from skewgate.drift.stats.new_ids import SeenValues, new_values
+
+    def counts(values: np.ndarray) -> dict[str, int]:
+        keys, found = np.unique(values, return_counts=True)
+        return {str(key): int(c) for key, c in zip(keys, found, strict=True)}
+
+    print(f"7. a never-seen id on 2 % of tonight's rows, {draws} draws each: share caught at α = 0.05 (null: the "
+          "same draws without it)\n\n| ids | rows a side | new_ids | gate chi-square (folded) | top-1,000 chi-square "
+          "| null: new_ids | null: top-1,000 |\n|---|---|---|---|---|---|---|", flush=True)
+    rng = np.random.default_rng(seed)
+    for ids, zipf, rows in ((10_000, True, 5_000), (100_000, False, 5_000), (100_000, False, 200_000)):
+        p = _zipf(ids) if zipf else np.full(ids, 1.0 / ids)
+        hits = Counter()
+        for _ in range(draws):
+            ref, cur = rng.choice(ids, rows, p=p), rng.choice(ids, rows, p=p)
+            planted = cur.copy()
+            planted[: rows // 50] = ids  # an id the reference never held
+            seen = SeenValues.of(counts(ref))
+            hits["new"] += new_values(seen, counts(planted)).pvalue < 0.05
+            hits["gate"] += _gate_ids(ref, planted)[0] < 0.05
+            hits["top"] += _top_k_chi2(ref, planted) < 0.05
+            hits["null new"] += new_values(seen, counts(cur)).pvalue < 0.05
+            hits["null top"] += _top_k_chi2(ref, cur) < 0.05
+        print(f"| {ids:,} {'Zipf' if zipf else 'uniform'} | {rows:,} | " + " | ".join(
+            f"{hits[key] / draws:.2f}" for key in ("new", "gate", "top", "null new", "null top")) + " |", flush=True)
+    print()
 
 
 def _zipf(ids: int) -> np.ndarray:

@@ -193,8 +193,8 @@ def test_judging_the_same_snapshot_again_replaces_the_night():
 @pytest.mark.parametrize(("floor", "counts"), [(0.0, True), (0.025, True), (0.05, False), (0.1, False)],
                          ids=["no-floor", "half-the-floor", "the-gate-floor", "twice-the-floor"])
 def test_a_creep_below_the_gates_effect_floor_is_no_evidence(floor, counts):
-    """A distance just above the reference's own error bound plus 0.04 (the 0.06σ creep of #33 is KS D ≈ 0.024
-    beyond it at these sizes: here larger still): evidence without a floor, none at the gate's 0.05."""
+    """A distance 0.04 beyond the reference's own error bound (the 0.06σ creep of #33 is KS D ≈ 0.024: here
+    larger still): evidence without a floor or at half the gate's, none at the gate's 0.05."""
     eps = reference_eps(100_000, features=1, delta=OPTIONS.delta)
     d = eps + 0.04
     p = feature_pvalue(d, reference_n=100_000, current_n=20_000, features=1, delta=OPTIONS.delta, min_effect=floor)

@@ -167,13 +167,14 @@ def reference_eps(n: int, *, features: int, delta: float) -> float:
 def feature_pvalue(d: float, *, reference_n: int, current_n: int, features: int, delta: float,
                    min_effect: float = 0.0) -> float:
     """The p-value, given the profile, of a KS distance `d` between tonight's `current_n` samples and a
-    reference ECDF of `reference_n`, against "tonight's distribution lies within `min_effect` of the reference's":
-    one-sample Kolmogorov at max(d − eps − min_effect, 0). (On the DKW event, d ≤ |F_m − G| + eps + |G − F|, so
-    a distance G within the floor leaves |F_m − G| ≥ d − eps − min_effect: a creep below the floor is no
-    evidence, as it is no drift for the night's test.)"""
+    reference ECDF of `reference_n`: one-sample Kolmogorov at max(d − eps, 0), and 1 where that distance (the KS
+    distance less the DKW allowance) is below the gate's effect floor `min_effect`. Raising a p-value to 1 keeps
+    it valid; a creep smaller than the floor is then no evidence, as it is no drift to the night's own test."""
     if not math.isfinite(d) or current_n == 0:
         return 1.0
-    judged = max(d - reference_eps(reference_n, features=features, delta=delta) - min_effect, 0.0)
+    judged = max(d - reference_eps(reference_n, features=features, delta=delta), 0.0)
+    if judged < min_effect:
+        return 1.0
     return ks.kolmogorov_sf(judged * math.sqrt(current_n))
 
 
