@@ -355,3 +355,49 @@ def test_unchanged_ids_pass_in_both_modes(write, tmp_path, seed):
     for result in (raw, profiled):
         token = next(r for r in result.features if r["feature"] == "token")
         assert token["test"] == "chi2" and not token["drifted"]
+
+
+def _correlated(n, *, seed, rho):
+    """4 standard-normal features; `rho` correlates f1 with f0 (MMD sees it, KS per feature does not)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 4))
+    x[:, 1] = rho * x[:, 0] + np.sqrt(1 - rho * rho) * x[:, 1]
+    return pd.DataFrame(x, columns=[f"f{i}" for i in range(4)])
+
+
+@pytest.fixture(scope="module")
+def near_the_limits(tmp_path_factory):
+    """Seeded pairs whose p-values sit between alpha/10 and alpha: a decision moved by a factor changes them."""
+    tmp = tmp_path_factory.mktemp("limits")
+    paths = {}
+    for name, frame in (("ref", _correlated(600, seed=1, rho=0.0)), ("ks", _correlated(600, seed=3, rho=0.0)),
+                        ("mmd", _correlated(600, seed=7, rho=0.25))):
+        paths[name] = tmp / f"{name}.parquet"
+        frame.to_parquet(paths[name])
+    return paths
+
+
+def test_ks_drifts_just_inside_its_corrected_limit_and_not_at_it(near_the_limits):
+    result = drift_gate(reference=near_the_limits["ref"], current=near_the_limits["ks"])
+    row = result.features[0]
+    assert row["feature"] == "f2" and row["effect"] >= 0.05
+    assert 0.005 < row["adjusted_pvalue"] < 0.05 and row["drifted"]  # inside: alpha / 10 would miss it
+    at_it = drift_gate(reference=near_the_limits["ref"], current=near_the_limits["ks"],
+                       options=DriftOptions(alpha_ks=row["adjusted_pvalue"]))
+    assert not at_it.features[0]["drifted"]
+
+
+def test_ks_decides_on_the_corrected_pvalue_not_the_raw_one(near_the_limits):
+    result = drift_gate(reference=near_the_limits["ref"], current=near_the_limits["mmd"])
+    row = result.features[0]
+    assert row["pvalue"] < 0.05 < row["adjusted_pvalue"] and not row["drifted"]  # raw alone would flag it
+
+
+def test_mmd_drifts_just_inside_its_limit_and_not_at_it(near_the_limits):
+    """#33: moving the MMD alarm to alpha/10 passed every test before."""
+    result = drift_gate(reference=near_the_limits["ref"], current=near_the_limits["mmd"])
+    check = next(c for c in result.verdict.checks if c.name == "mmd_drift")
+    assert 0.005 < check.value < 0.05 and not check.passed
+    at_it = drift_gate(reference=near_the_limits["ref"], current=near_the_limits["mmd"],
+                       options=DriftOptions(alpha_mmd=check.value))
+    assert next(c for c in at_it.verdict.checks if c.name == "mmd_drift").passed

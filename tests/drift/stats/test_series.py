@@ -200,3 +200,16 @@ def test_a_creep_below_the_gates_effect_floor_is_no_evidence(floor, counts):
     p = feature_pvalue(d, reference_n=100_000, current_n=20_000, features=1, delta=OPTIONS.delta, min_effect=floor)
     assert (p < 1e-3) is counts
     assert (p == 1.0) is (not counts)
+
+
+@pytest.mark.parametrize(("factor", "alarms"), [(0.99, False), (1.01, True)], ids=["just-below", "just-above"])
+def test_the_series_alarms_exactly_at_its_threshold(factor, alarms):
+    """Night 1 carries M = (0 + 1/2)·e(p): a p whose e-value puts M 1 % below or above 1/(alpha − delta)."""
+    target = 2 * OPTIONS.threshold * factor
+    low, high = 1e-12, 0.5  # e(p) falls as p grows: bisect for e(p) = target
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (middle, high) if calibrate(middle) > target else (low, middle)
+    state = advance(None, high, profile="p", options=OPTIONS)
+    assert state.evalue == pytest.approx(OPTIONS.threshold * factor, rel=1e-6)
+    assert (state.alarmed_night == 1) is alarms
