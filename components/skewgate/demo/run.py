@@ -124,7 +124,9 @@ def _table(verdicts: dict[str, Verdict]) -> str:
     for step, verdict in sorted(verdicts.items(), key=lambda item: [*order, item[0]].index(item[0])):
         why = verdict.message
         if verdict.status in {"fail", "warn"} and step != "promote":
-            why = "; ".join(f"{c.name}: {_short(c.detail)}" for c in verdict.failed_checks)
+            # what decided first: a failed `fail` check, then the warnings beside it
+            decided = sorted(verdict.failed_checks, key=lambda c: c.severity != "fail")
+            why = "; ".join(f"{c.name}: {_short(c.detail)}" for c in decided)
         rows.append((step, verdict.status.upper(), why))
     width = [max(len(r[i]) for r in rows) for i in range(2)]
     return "\n".join(f"  {r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]}" for r in rows)
