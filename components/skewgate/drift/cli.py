@@ -32,9 +32,11 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
                         help="the feature axis of an N-D .npz array (default: channels of NCHW/NHWC images, the last "
                              "axis otherwise); the other positions are pooled")
     parser.add_argument("--ids", action="append", default=[], metavar="COLUMN",
-                        help="an integer column or array of ids (tokens, items): tested as categories, the "
-                             f"{DEFAULTS.max_categories:,} most frequent reference ids plus \"(other)\" (ranked on "
-                             f"a seeded {DEFAULTS.id_selection_share:.0%}% of the reference rows, tested on the rest)")
+                        help="an integer or string column (or an integer array) of ids (tokens, items, codes): "
+                             f"tested as categories, the {DEFAULTS.max_categories:,} most frequent reference ids plus "
+                             f"\"(other)\" (ranked on a seeded {DEFAULTS.id_selection_share:.0%}% of the reference "
+                             "rows, tested on the rest), and every id checked against those the reference held "
+                             "(new_ids)")
 
 
 def _axis(text: str) -> tuple[str, int]:
