@@ -546,3 +546,33 @@ def test_a_promote_run_that_never_named_its_target_holds_no_promotion_past_the_g
     with tracking.step_run("promote", pipeline_run_id=None) as run:
         found = mlflow_log.MlflowRegistry(run).contenders("digits", "champion", "2")
     assert (orphan.info.run_id in found) == waited_for
+
+
+@pytest.mark.parametrize("stage", ["connect", "a-call-after-it"])
+def test_a_server_that_drips_ends_each_call_at_the_deadline(stage):
+    """#32 item 7: a server that answers 200 then one byte a second held export and promote past 240 s (only a
+    per-read timeout). Connecting, and every later call to a tracking server, ends within the deadline."""
+    import time
+
+    from tests.support.drip import DripServer
+
+    server = DripServer(experiment="x" if stage == "a-call-after-it" else None)
+    try:
+        started = time.monotonic()
+        if stage == "connect":
+            with pytest.raises(Unreachable, match=r"unreachable for 2s: .*connect: not done within the overall deadline of 2 s"):
+                mlflow_log.connect(server.url, experiment="x", deadline_s=2.0)
+        else:
+            tracking = mlflow_log.connect(server.url, experiment="x", deadline_s=2.0)
+            assert tracking.call_deadline_s == 2.0
+            with pytest.raises(Unreachable, match=r"find the parent run of job-1 not done within 2 s"), \
+                    tracking.step_run("export", pipeline_run_id="job-1"):
+                pass
+        # the body would take 28 hours; the margin is for a busy machine, far from "minutes"
+        assert time.monotonic() - started < 30
+    finally:
+        server.close()
+
+
+def test_a_local_store_has_no_call_deadline(tracking):
+    assert tracking.call_deadline_s is None  # a file cannot drip; a slow disk under load must not fail a step

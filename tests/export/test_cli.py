@@ -52,6 +52,20 @@ def test_unreachable_mlflow_exits_2_within_the_deadline(pt2, example_npz, tmp_pa
     assert "unreachable" in capsys.readouterr().err
 
 
+def test_a_tracking_server_that_drips_exits_2_at_the_deadline(pt2, example_npz, tmp_path, capsys):
+    """#32 item 7: export against a server that answers the experiment lookup, then one byte a second."""
+    from tests.support.drip import DripServer
+
+    server = DripServer(experiment="skewgate")
+    try:
+        code = _run("--model", pt2("good"), "--inputs", example_npz, "--out", tmp_path / "m.onnx",
+                    "--tracking-uri", server.url, "--experiment", "skewgate", "--mlflow-deadline", "2")
+    finally:
+        server.close()
+    assert code == 2
+    assert "not done within 2 s (--mlflow-deadline)" in capsys.readouterr().err
+
+
 def test_logs_to_mlflow_when_a_tracking_uri_is_given(mlflow_db, pt2, example_npz, tmp_path):
     from mlflow import MlflowClient
 

@@ -26,6 +26,7 @@ from skewgate.common.recording import StepResult
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.export.run import ExportOptions
 from skewgate.verify.run import OVERALL_GRACE_S
+from tests.support.drip import DripServer
 
 NAME = "digits"
 
@@ -355,51 +356,11 @@ def test_verify_gives_up_at_its_deadline(keys, server):
     assert elapsed < deadline + 90, elapsed
 
 
-class _DripServer:
-    """A socket on 127.0.0.1 that answers every request `200 OK` with a long body, one byte a second: no single
-    read ever waits long enough for a per-read timeout."""
-
-    def __init__(self):
-        self.socket = socket.socket()
-        self.socket.bind(("127.0.0.1", 0))
-        self.socket.listen(16)
-        self.port = self.socket.getsockname()[1]
-        # time.monotonic() of the first request: the command is past its imports by then
-        self.first_request: float | None = None
-        self.stop = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while not self.stop.is_set():
-            try:
-                connection, _ = self.socket.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._drip, args=(connection,), daemon=True).start()
-
-    def _drip(self, connection):
-        with connection:
-            try:
-                connection.recv(65536)
-                if self.first_request is None:
-                    self.first_request = time.monotonic()
-                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                   b"Content-Length: 100000\r\n\r\n")
-                while not self.stop.wait(1.0):
-                    connection.sendall(b" ")
-            except OSError:
-                return
-
-    def close(self):
-        self.stop.set()
-        self.socket.close()
-
-
 @pytest.mark.parametrize("deadline_s", [4.0, 8.0])
 def test_verify_against_a_server_that_drips_ends_at_its_overall_deadline(keys, deadline_s):
     """#32 item 7: a server that answers 200 then one byte every second defeats the per-read timeout; verify ends
     (exit 2, one line naming the deadline) within its --mlflow-deadline, not minutes later."""
-    server = _DripServer()
+    server = DripServer()
     try:
         started = time.monotonic()
         done = subprocess.run([sys.executable, "-m", "skewgate", "verify", "--model-name", "m", "--tracking-uri",

@@ -16,6 +16,7 @@ from urllib.parse import unquote, urlsplit
 
 from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import BackendError, Inconsistent, InputError, Rejected, Unreachable, map_errors
+from skewgate.common.interrupts import DeadlineExceeded, overall_deadline
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -92,8 +93,22 @@ def create_store(uri: str) -> None:
         MlflowClient(tracking_uri=uri, registry_uri=uri).search_experiments(max_results=1)
 
 
-def _mapped(uri: str, what: str) -> contextlib.AbstractContextManager[None]:
-    return map_errors(f"MLflow at {uri}", what)
+@contextlib.contextmanager
+def _mapped(uri: str, what: str, *, deadline_s: float | None = None) -> Iterator[None]:
+    """MLflow's exceptions while doing `what` as `Unreachable` / `Rejected` naming the server; with `deadline_s`,
+    the call also ends within that many seconds of wall time (`Unreachable` otherwise), however the server answers:
+    one that sends a byte every few seconds defeats every per-read timeout, never this (main thread only; inside
+    an enclosing overall deadline, such as verify's, that one governs)."""
+    with map_errors(f"MLflow at {uri}", what):
+        if deadline_s is None:
+            yield
+            return
+        try:
+            with overall_deadline(deadline_s, f"MLflow at {uri}: {what}"):
+                yield
+        except DeadlineExceeded as err:
+            raise Unreachable(f"MLflow at {uri}: {what} not done within {deadline_s:g} s (--mlflow-deadline)") \
+                from err
 
 
 def _or_none(uri: str, what: str, lookup: Callable[[], T], *, missing: frozenset[str] = _MISSING) -> T | None:
@@ -127,7 +142,9 @@ def retry_until(uri: str, deadline_s: float, attempt: Callable[[], T]) -> T:
     delay = 0.5
     while True:
         try:
-            with _request_timeout(deadline):
+            # and the attempt as a whole: a server answering one byte at a time defeats the per-read timeout
+            with _request_timeout(deadline), _mapped(uri, "connect",
+                                                     deadline_s=max(1.0, round(deadline - time.monotonic(), 1))):
                 return attempt()
         except BackendError as err:
             if isinstance(err, Rejected) and err.code in _FINAL_REFUSALS:

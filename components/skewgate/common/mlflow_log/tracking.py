@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 from skewgate.common.mlflow_log._client import _experiment_id, _mapped, http_defaults, require_store, retry_until
 
 log = logging.getLogger(__name__)
+TRANSFER_RATE = 1 << 20  # bytes a second an upload is allowed at the least, beyond the call deadline
 
 
 @dataclass
@@ -35,10 +36,15 @@ class Tracking:
     uri: str
     experiment_id: str
     client: MlflowClient = field(repr=False)
+    # each call to a tracking *server* ends within this (plus time to move its bytes at TRANSFER_RATE); None:
+    # unbounded (a local store, which cannot hold a call the way a server sending one byte at a time does)
+    call_deadline_s: float | None = None
 
-    def mapped(self, what: str) -> contextlib.AbstractContextManager[None]:
-        """MLflow's exceptions while doing `what` as `Unreachable` / `Rejected` naming this server."""
-        return _mapped(self.uri, what)
+    def mapped(self, what: str, *, moving: int = 0) -> contextlib.AbstractContextManager[None]:
+        """MLflow's exceptions while doing `what` as `Unreachable` / `Rejected` naming this server, within the
+        call deadline; `moving`: the bytes the call uploads, which add their transfer time to it."""
+        deadline = None if self.call_deadline_s is None else self.call_deadline_s + moving / TRANSFER_RATE
+        return _mapped(self.uri, what, deadline_s=deadline)
 
     @contextlib.contextmanager
     def step_run(self, step: str, *, pipeline_run_id: str | None) -> Iterator[StepRun]:
@@ -63,7 +69,8 @@ class Tracking:
             error = f"{type(err).__name__}: {err}"
             raise
         finally:
-            with contextlib.suppress(Exception):  # never mask the real error with a cleanup error
+            # never mask the real error with a cleanup error
+            with contextlib.suppress(Exception), self.mapped(f"end the {step} run"):
                 self.client.set_terminated(run.info.run_id, status=status)
             if not pipeline_run_id:
                 with contextlib.suppress(Exception):
@@ -223,13 +230,14 @@ class StepRun:
 
     def log_artifacts(self, directory: str | Path, artifact_path: str) -> str:
         """Upload a folder's files under `artifact_path`; returns that folder's artifact URI."""
-        with self.tracking.mapped(f"upload {directory} to {artifact_path}"):
+        size = sum(f.stat().st_size for f in Path(directory).rglob("*") if f.is_file())
+        with self.tracking.mapped(f"upload {directory} to {artifact_path}", moving=size):
             self.tracking.client.log_artifacts(self.run_id, str(directory), artifact_path)
         return f"{self.artifact_uri()}/{artifact_path}"
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> str:
         """Upload a file; returns the artifact URI of the folder it went to."""
-        with self.tracking.mapped(f"upload {path}"):
+        with self.tracking.mapped(f"upload {path}", moving=Path(path).stat().st_size):
             self.tracking.client.log_artifact(self.run_id, str(path), artifact_path)
         base = self.artifact_uri()
         return f"{base}/{artifact_path}" if artifact_path else base
@@ -294,5 +302,7 @@ def connect(uri: str, *, experiment: str, deadline_s: float = 30.0) -> Tracking:
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    server = uri.lower().startswith(("http://", "https://"))
     return retry_until(uri, deadline_s, lambda: Tracking(
-        uri=uri, experiment_id=_experiment_id(client, uri, experiment), client=client))
+        uri=uri, experiment_id=_experiment_id(client, uri, experiment), client=client,
+        call_deadline_s=deadline_s if server else None))
