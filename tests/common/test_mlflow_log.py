@@ -560,7 +560,8 @@ def test_a_server_that_drips_ends_each_call_at_the_deadline(stage):
     try:
         started = time.monotonic()
         if stage == "connect":
-            with pytest.raises(Unreachable, match=r"unreachable for 2s: .*connect: not done within the overall deadline of 2 s"):
+            with pytest.raises(Unreachable,
+                               match=r"unreachable for 2s: .*connect: not done within the overall deadline of 2 s"):
                 mlflow_log.connect(server.url, experiment="x", deadline_s=2.0)
         else:
             tracking = mlflow_log.connect(server.url, experiment="x", deadline_s=2.0)
