@@ -85,3 +85,11 @@ def test_the_options_the_issue_named_say_what_they_do_and_their_default(prog, op
     assert len(text) > 15
     if action.default is not None and not action.required:
         assert f"default: {action.default}" in text, text
+
+
+def test_compile_help_names_the_image_and_how_to_set_it():
+    """#36 item 4: the image was `skewgate:0.1.0` without a registry, and `compile --help` did not say so."""
+    pipeline = command_parser("pipeline")
+    compile_ = next(action for action in pipeline._actions if isinstance(action, argparse._SubParsersAction))
+    text = " ".join(compile_.choices["compile"].format_help().split())
+    assert "$SKEWGATE_IMAGE" in text and "$SKEWGATE_IMAGE_DIGEST" in text and "$SKEWGATE_GPU_IMAGE" in text

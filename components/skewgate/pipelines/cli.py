@@ -84,7 +84,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     sub = parser.add_subparsers(dest="action", required=True, help="what to do")
 
     compile_ = sub.add_parser("compile", help="write the pipeline YAML for the KFP UI")
-    describe(compile_, "Compile a pipeline to the YAML users upload in the KFP UI.", example="""
+    describe(compile_, "Compile a pipeline to the YAML users upload in the KFP UI. Its steps run in the image "
+             "$SKEWGATE_IMAGE (a name the cluster can pull, e.g. registry.example.com/ml/skewgate:0.1.0; default "
+             "skewgate:0.1.0, what `make images` builds locally), pinned to $SKEWGATE_IMAGE_DIGEST (sha256:…) when "
+             "set; the GPU variant's steps in $SKEWGATE_GPU_IMAGE.", example="""
         skewgate pipeline compile --pipeline release-gate --resources resources.json --out release_gate.yaml \\
             --signing-secret skewgate-signing-key --mlflow-secret mlflow-credentials
     """)
