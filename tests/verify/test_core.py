@@ -229,3 +229,13 @@ def test_a_stateful_champion_verifies_with_the_probe_judged_on_the_step_model_it
     failed = _failed(_verify(champion, tmp_path / "gone", required=REQUIRED))
     assert failed == {"served.step_model": f"{NAME}-step has no alias 'champion', but the decision names the STEP "
                                            f"model sha256 {sha256_file(step)} as served"}
+
+
+@pytest.mark.parametrize("alias", ["champion", "staging"])
+def test_a_model_or_alias_that_resolves_to_nothing_fails_naming_both(champion, tmp_path, alias):
+    """#36 item 3: a model that did not exist read "has no alias 'champion'", whatever --alias said."""
+    verdict = verify_champion(model_name="no-such-model", alias=alias, source=_Source(champion), trusted=TRUSTED,
+                              workdir=tmp_path, gates=GatePolicy().promoting(alias))
+    assert verdict.status == "fail"
+    assert _failed(verdict) == {"champion.resolved": f"no version of 'no-such-model' holds the alias {alias!r} "
+                                                     "(no such registered model, or the alias is unset)"}

@@ -45,7 +45,9 @@ def verify_champion(*, model_name: str, alias: str, source: ChampionReader, trus
     champion = source.fetch(model_name, alias, workdir, attestations=True)
     if champion is None:
         return Verdict.from_checks(STEP, [Check("champion.resolved", passed=False,
-                                                detail=f"{model_name} has no alias {alias!r}")], subject=None)
+                                                detail=f"no version of {model_name!r} holds the alias {alias!r} "
+                                                       "(no such registered model, or the alias is unset)")],
+                                   subject=None)
     expected = champion.sha256
     checks = [Check("champion.resolved", passed=True, detail=f"{alias} → version {champion.version}"),
               *served_file_checks(champion.files(), expected)]
