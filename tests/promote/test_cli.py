@@ -167,7 +167,7 @@ def test_unsigned_evidence_is_refused_unless_explicitly_allowed(setup, monkeypat
     (verdicts / "export.intoto.jsonl").unlink()
     assert _promote(onnx_path, verdicts, uri) == 1
     monkeypatch.delenv("SKEWGATE_TRUSTED_KEYS")
-    assert _promote(onnx_path, verdicts, uri) == 1  # no trusted key at all: still refused
+    assert _promote(onnx_path, verdicts, uri) == 2  # no trusted key at all: cannot evaluate, as verify (#36)
     assert _promote(onnx_path, verdicts, uri, "--allow-unsigned") == 0
 
 

@@ -109,7 +109,8 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
             max_accuracy_drop: INT8 accuracy budget — largest top-1 accuracy drop of the INT8 model (0.01 = 1
                 point).
             trusted_public_keys: Trusted public keys — PEM public keys whose signatures promote accepts (the
-                steps sign with the key at `$SKEWGATE_SIGNING_KEY`, a mounted Secret).
+                steps sign with the key at `$SKEWGATE_SIGNING_KEY`, a mounted Secret). Required: empty, promote
+                cannot evaluate and nothing is promoted (unless allow_unsigned).
             allow_unsigned: Accept unsigned evidence — local experiments only: anyone could have written it.
             compare_thresholds: Compare thresholds — as `skewgate compare --threshold`, `;`-separated (empty:
                 the defaults), judged against the `alias` version on `eval_data` (`labels`, `slices`).

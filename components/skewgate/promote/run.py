@@ -72,6 +72,7 @@ def run(*, model_name: str, onnx: Path, verdicts_dir: Path, options: PromoteOpti
     the policy file are checked first, with the model name and the alias: a bad one is an `error` verdict before
     MLflow or the registry is touched. Runs of this experiment left RUNNING by a process that is gone are ended
     (KILLED) first."""
+    from skewgate.common import attest
     from skewgate.promote.core import INT8_SUFFIX, STEP_SUFFIX, validate_target
 
     try:
@@ -84,11 +85,15 @@ def run(*, model_name: str, onnx: Path, verdicts_dir: Path, options: PromoteOpti
         for suffix, companion in ((INT8_SUFFIX, int8), (STEP_SUFFIX, step)):
             if companion is not None:
                 validate_target(f"{model_name}{suffix}", options.alias)
+        trusted = gates.trusted(attest.load_trusted_keys(attest.trusted_key_paths(options.trusted_keys)))
+        if not trusted and not options.allow_unsigned:  # as verify: no key to judge by is a setup mistake
+            raise InputError("--trusted-key", expected="at least one trusted public key (or --allow-unsigned, "
+                             "local experiments only)", found=f"none (no --trusted-key, ${attest.TRUSTED_KEYS_ENV} "
+                             "unset)")
     except InputError as err:
         return StepResult(Verdict.error(STEP, str(err)))
 
     def evaluate(step_run: object) -> Verdict:
-        from skewgate.common import attest
         from skewgate.common.errors import InputError
         from skewgate.common.mlflow_log import MlflowRegistry, StepRun, end_stale_runs
         from skewgate.promote.core import Policy, input_example, promote
@@ -98,7 +103,6 @@ def run(*, model_name: str, onnx: Path, verdicts_dir: Path, options: PromoteOpti
                              found="none (set --tracking-uri or MLFLOW_TRACKING_URI)")
         end_stale_runs(step_run.tracking, current_run_id=step_run.run_id,
                        pipeline_run_id=tracking.pipeline_run_id)
-        trusted = gates.trusted(attest.load_trusted_keys(attest.trusted_key_paths(options.trusted_keys)))
         policy = Policy(gates=gates, trusted_keys=trusted, allow_unsigned=options.allow_unsigned,
                         pipeline_run_id=tracking.pipeline_run_id)
         example = (input_example(example_inputs, onnx, rows=options.example_rows)
