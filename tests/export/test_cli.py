@@ -17,7 +17,20 @@ def test_pass_exits_0_and_writes_the_report(pt2, example_npz, tmp_path, capsys):
                 "--report", tmp_path / "r.json")
     assert code == 0
     assert json.loads((tmp_path / "r.json").read_text())["status"] == "pass"
-    assert "export: PASS" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "export: PASS" in err
+    # no key: said at once, not first at promote (#36 item 3)
+    assert "skewgate export: the verdict is not signed" in err and "--allow-unsigned" in err
+
+
+def test_a_signed_export_says_nothing_of_signing(pt2, example_npz, tmp_path, capsys):
+    from skewgate.common import attest
+
+    key, _ = attest.generate_keys(tmp_path / "keys")
+    assert _run("--model", pt2("good"), "--inputs", example_npz, "--out", tmp_path / "m.onnx", "--report",
+                tmp_path / "r.json", "--signing-key", key) == 0
+    assert "not signed" not in capsys.readouterr().err
+    assert attest.envelope_path(tmp_path / "r.json").is_file()
 
 
 def test_failed_gate_exits_1(pt2, example_npz, tmp_path, capsys):

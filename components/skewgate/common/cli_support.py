@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from skewgate.common.errors import InputError
 from skewgate.common.recording import StepResult, TrackingOptions
+from skewgate.common.steps import RELEASE_GATE_STEPS
 from skewgate.common.verdict import Verdict
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_ERROR = 0, 1, 2
@@ -178,7 +179,14 @@ def finish_cli(result: StepResult, args: argparse.Namespace) -> int:
         write_report(result, args.report)
     text = summary(result.verdict)
     print(text.splitlines()[0] if args.quiet else text, file=sys.stderr)
-    return exit_code(result.verdict)
+    verdict = result.verdict
+    if result.envelope is None and verdict.step in RELEASE_GATE_STEPS and verdict.status != "error" \
+            and verdict.subject is not None:  # evidence promote will read: say now that it will not count
+        from skewgate.common.attest import SIGNING_KEY_ENV
+
+        print(f"skewgate {verdict.step}: the verdict is not signed (no --signing-key, ${SIGNING_KEY_ENV} unset): "
+              "promote refuses it as evidence unless --allow-unsigned", file=sys.stderr)
+    return exit_code(verdict)
 
 
 def write_report(result: StepResult, path: Path) -> None:
