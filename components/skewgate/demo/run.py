@@ -11,8 +11,6 @@ import sys
 from pathlib import Path
 
 from skewgate.common.cli_support import configure_logging, describe
-from skewgate.common.steps import RELEASE_GATE_STEPS
-from skewgate.common.verdict import Verdict
 
 log = logging.getLogger("skewgate.demo")
 MODEL_NAME = "digits-cnn"
@@ -41,7 +39,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     from skewgate.common.errors import SkewgateError
     from skewgate.common.triton.server import Installation, triton_home
     from skewgate.demo.digits import train_and_save
-    from skewgate.pipelines.local import run_locally
+    from skewgate.pipelines.local import run_locally, verdict_table
     from skewgate.pipelines.nightly_drift import nightly_drift_local
     from skewgate.pipelines.release_gate import release_gate
 
@@ -74,7 +72,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         _parent, verdicts = tracking.pipeline_verdicts(since_ms=run.started_ms)
         statuses[title] = {step: v.status for step, v in verdicts.items()}
         print(f"\n== {title}: run {'succeeded' if run.succeeded else 'FAILED (blocked)'} ==")
-        print(_table(verdicts))
+        print(verdict_table(verdicts))
 
     champion = mlflow_log.alias_version(tracking, MODEL_NAME, "champion")
     print(f"\n'champion' alias of {MODEL_NAME}: version {champion or '(none)'}")
@@ -110,23 +108,3 @@ def _signing_keys(folder: Path) -> str:
         attest.generate_keys(folder)
     os.environ[attest.SIGNING_KEY_ENV] = str(folder / attest.KEY_FILE)
     return (folder / attest.PUBLIC_KEY_FILE).read_text(encoding="utf-8")
-
-
-def _short(text: str, limit: int = 70) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _table(verdicts: dict[str, Verdict]) -> str:
-    if not verdicts:
-        return "  (no verdicts recorded)"
-    rows = [("step", "status", "why")]  # one line per step; the full verdicts are in MLflow
-    order = [*RELEASE_GATE_STEPS, "promote"]  # the pipeline's order, not the order the steps happened to finish
-    for step, verdict in sorted(verdicts.items(), key=lambda item: [*order, item[0]].index(item[0])):
-        why = verdict.message
-        if verdict.status in {"fail", "warn"} and step != "promote":
-            # what decided first: a failed `fail` check, then the warnings beside it
-            decided = sorted(verdict.failed_checks, key=lambda c: c.severity != "fail")
-            why = "; ".join(f"{c.name}: {_short(c.detail)}" for c in decided)
-        rows.append((step, verdict.status.upper(), why))
-    width = [max(len(r[i]) for r in rows) for i in range(2)]
-    return "\n".join(f"  {r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]}" for r in rows)

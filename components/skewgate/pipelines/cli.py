@@ -119,6 +119,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     run.add_argument("--pipeline-root", type=Path, default=Path("work/kfp"), help="default: work/kfp")
     run.add_argument("--runner", choices=["subprocess", "docker"], default="subprocess",
                      help="subprocess: steps in this Python; docker: steps in the component image (host network)")
+    run.add_argument("--verbose", action="store_true",
+                     help="stream every task's log here instead of into PIPELINE_ROOT/kfp.log")
 
     submit = sub.add_parser("submit", help="submit a run to a KFP API server (kfp.Client)")
     describe(submit, "Submit a run of a pipeline to a KFP API server (kfp.Client); prints the run id.", example="""
@@ -215,16 +217,19 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         return _finish(args)
     if args.action == "run":
         pipeline = load_pipeline(args.pipeline, local=True)
-        from skewgate.pipelines.local import run_locally
+        from skewgate.pipelines.local import run_locally, run_verdicts, verdict_table
 
+        # kfp.local streams every task's log (about 1,500 lines a release gate): to a file, unless --verbose
+        log_file = None if args.verbose else args.pipeline_root / "kfp.log"
         try:
             result = run_locally(pipeline, _params(args.param, local=True), pipeline_root=args.pipeline_root,
-                                 runner=args.runner)
+                                 runner=args.runner, log_file=log_file)
         except TypeError as err:  # a missing or unknown pipeline argument
             print(f"skewgate pipeline run: {err}", file=sys.stderr)
             return 2
-        print(f"{args.pipeline}: {'succeeded' if result.succeeded else 'FAILED'} (output: {result.output})",
-              file=sys.stderr)
+        print(f"{args.pipeline}: run {'succeeded' if result.succeeded else 'FAILED'}\n"
+              f"{verdict_table(run_verdicts(args.pipeline_root.resolve(), result.started_ms))}"
+              + (f"\ntask logs: {log_file}" if log_file else ""), file=sys.stderr)
         return 0 if result.succeeded else 1
     pipeline = load_pipeline(args.pipeline) if args.action != "schedule" else None
     from skewgate.common.cli_support import EXIT_ERROR

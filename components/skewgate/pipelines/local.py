@@ -19,7 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from skewgate.common.steps import RELEASE_GATE_STEPS
+from skewgate.common.verdict import Verdict
+
 Runner = Literal["subprocess", "docker"]
+VERDICT_OUTPUT = "verdict"  # the name every step's component gives its verdict output
 
 
 @dataclass(frozen=True)
@@ -74,3 +78,41 @@ def _runner(kind: Runner, pipeline_root: Path) -> Any:
     # The host's uid, so that the container can write the mounted pipeline root (on a cluster the image's own
     # non-root user applies); HOME in /tmp, which any uid may write.
     return local.DockerRunner(network_mode="host", user=f"{os.getuid()}:{os.getgid()}", environment=environment)
+
+
+def run_verdicts(pipeline_root: Path, started_ms: int) -> dict[str, Verdict]:
+    """The verdicts of the local run that started at `started_ms` under `pipeline_root`, by step, read from its
+    tasks' `verdict` outputs (kfp.local writes `<root>/<pipeline>-<time>/<task>/verdict`); a task whose verdict was
+    never written (it crashed) is absent."""
+    runs = [d for d in pipeline_root.iterdir()
+            if d.is_dir() and not d.name.startswith(".") and d.stat().st_mtime * 1000 >= started_ms - 1000]
+    if not runs:
+        return {}
+    newest = max(runs, key=lambda d: d.stat().st_mtime)
+    verdicts = {}
+    for output in sorted(newest.glob(f"*/{VERDICT_OUTPUT}")):
+        if output.is_file() and output.stat().st_size:
+            verdict = Verdict.read(output)
+            verdicts[verdict.step] = verdict
+    return verdicts
+
+
+def _short(text: str, limit: int = 70) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def verdict_table(verdicts: Mapping[str, Verdict]) -> str:
+    """One line per step in the pipeline's order: its status and why (for a failed or warned step, the check that
+    decided first, then its warnings); the full verdicts are in MLflow and the run's outputs."""
+    if not verdicts:
+        return "  (no verdicts recorded)"
+    rows = [("step", "status", "why")]
+    order = [*RELEASE_GATE_STEPS, "promote"]  # the pipeline's order, not the order the steps happened to finish
+    for step, verdict in sorted(verdicts.items(), key=lambda item: [*order, item[0]].index(item[0])):
+        why = verdict.message
+        if verdict.status in {"fail", "warn"} and step != "promote":
+            decided = sorted(verdict.failed_checks, key=lambda c: c.severity != "fail")
+            why = "; ".join(f"{c.name}: {_short(c.detail)}" for c in decided)
+        rows.append((step, verdict.status.upper(), why))
+    width = [max(len(r[i]) for r in rows) for i in range(2)]
+    return "\n".join(f"  {r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]}" for r in rows)
