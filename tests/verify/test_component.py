@@ -42,7 +42,7 @@ def test_a_registry_without_the_champion_fails_naming_it(tmp_path, mlflow_db):
                                    report=out["report"])
     verdict = json.loads((tmp_path / "verdict").read_text())
     assert status == "fail" and verdict["status"] == "fail"
-    assert "no alias 'champion'" in verdict["checks"][0]["detail"]
+    assert "no version of 'nobody' holds the alias 'champion'" in verdict["checks"][0]["detail"]
     assert metrics.logged["passed"] == 0.0
 
 
