@@ -26,10 +26,14 @@ def compiled(tmp_path_factory):
     return out
 
 
+def _content(path: Path) -> list[str]:
+    """The YAML's lines but the compiler's own version (a kfp patch release changes only that line)."""
+    return [line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("sdkVersion:")]
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_the_shipped_pipeline_is_what_the_checkout_compiles(compiled, name):
-    shipped = (ROOT / "pipelines" / name).read_text(encoding="utf-8")
-    assert shipped == (compiled / name).read_text(encoding="utf-8"), (
+    assert _content(ROOT / "pipelines" / name) == _content(compiled / name), (
         f"pipelines/{name} is stale: run `make compile` (pipelines/compile.sh) and commit it")
 
 
