@@ -4,8 +4,8 @@ runtime can honour or break the contract (each sample's outputs in a batch equal
 import numpy as np
 import pytest
 
-from skewgate.common.batching import batch_invariance
-from skewgate.common.compare import Tolerance
+from skewgate.common.batching import batch_invariance, batch_runs
+from skewgate.common.compare import Tolerance, batch_sizes
 
 EXACT = Tolerance(rtol=0.0, atol=0.0)
 FLOAT32 = Tolerance.for_dtype("float32")
@@ -140,3 +140,19 @@ def test_outputs_are_matched_by_position_to_the_names():
     check, _ = batch_invariance("ort", swapped_in_batches, feeds(3), ["first", "second"],
                                 {"first": EXACT, "second": EXACT}, dynamic=True)
     assert not check.passed and "output first" in check.detail
+
+
+def test_the_samples_that_differ_batched_are_named_with_their_worst_ratio():
+    """What export grounds next (`rounding.to_ground`): every sample whose batched outputs are out of tolerance
+    at some size, by index, and no other."""
+    runs = batch_runs(batch_mean, feeds(5))
+    totals = feeds(5)["x"].sum(axis=1).astype(np.float64)
+    atol = 1e-3
+    failing = runs.failing(["y", "total"], {"y": EXACT, "total": Tolerance(rtol=0.0, atol=atol)})
+    expected = {}
+    for size in batch_sizes(5):
+        for i, gap in enumerate(np.abs(totals[:size] - totals[:size].mean())):
+            if gap > atol:
+                expected[i] = max(expected.get(i, 0.0), gap / atol)
+    assert expected and failing == pytest.approx(expected, rel=1e-4)
+    assert runs.failing(["y", "total"], {"y": EXACT, "total": Tolerance(rtol=0.0, atol=1e3)}) == {}

@@ -83,3 +83,25 @@ def test_the_reservoir_is_bounded_and_gives_the_median():
     assert sum(s.size for s in err.sample) == RESERVOIR
     true_median = float(np.median(np.abs(actual.astype(np.float64) - expected)))
     assert err.summary()["median_abs"] == pytest.approx(true_median, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("scale", "failing"),
+    [
+        pytest.param(1.0, {}, id="at-the-tolerance-none"),
+        pytest.param(1.01, {13: 1.01}, id="just-beyond-the-sample-named"),
+    ],
+)
+def test_the_samples_out_of_tolerance_are_named_by_index(scale, failing):
+    """Which samples fail, by their index in the whole stream: what `rounding` grounds next."""
+    tolerance = Tolerance(rtol=0.0, atol=1e-3)
+    expected = np.zeros((4, 3, 2), np.float32)
+    actual = expected.copy()
+    actual[1, 2, 0] = np.float32(1e-3 * scale)
+    err = RunningError(tolerance)
+    err.update(expected, expected, np.random.default_rng(0), samples=range(8, 12))
+    err.update(actual, expected, np.random.default_rng(0), samples=range(12, 16))
+    assert err.failing == pytest.approx(failing, rel=1e-4)
+    unnamed = RunningError(tolerance)
+    unnamed.update(actual, expected, np.random.default_rng(0))  # no sample indices: none named
+    assert unnamed.failing == {}

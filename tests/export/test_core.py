@@ -8,6 +8,7 @@ from skewgate.common.tensor_stats import sha256_array
 from skewgate.export.core import export_model
 from skewgate.export.run import ExportOptions
 from tests.export.models import INPUT, examples
+from tests.support.rounding_model import OFFSET_SAMPLE, save_offset_model
 
 
 def _export(pt2_path, npz, tmp_path, **options):
@@ -197,3 +198,22 @@ def test_an_mlflow_uri_that_does_not_resolve_is_bad_input(tmp_path, example_npz,
     with pytest.raises(InputError, match="expected an MLflow pytorch model URI"):
         export_model(model="runs:/0123456789abcdef/model", inputs=example_npz, out=tmp_path / "m.onnx",
                      options=ExportOptions(allow_pickle=True))
+
+
+@pytest.mark.parametrize(
+    ("first", "extra"),
+    [
+        pytest.param(OFFSET_SAMPLE, [OFFSET_SAMPLE], id="beyond-the-first-four-grounded-when-it-fails"),
+        pytest.param(2, [], id="among-the-first-four"),
+    ],
+)
+def test_a_sample_that_rounds_more_than_the_others_is_grounded_not_failed(tmp_path, first, extra):
+    """LR-ASPP's sixth sample rounds 13× as much as its first four; grounded on those four alone, PyTorch failed
+    against itself. Wherever that sample sits, the verdict is the same, and it says which samples were grounded."""
+    files = save_offset_model(tmp_path, first=first)
+    verdict = export_model(model=files["pt2"], inputs=files["inputs"], out=tmp_path / "model.onnx")
+    assert verdict.status == "pass", verdict.message
+    rounding = verdict.details["rounding"]
+    assert rounding["method"] == "float64 reference"
+    assert rounding["failed_and_grounded"] == extra
+    assert rounding["samples"] == 4 + len(extra)

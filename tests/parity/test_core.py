@@ -8,8 +8,10 @@ from skewgate.common.error_stats import RunningError, logit_agreement
 from skewgate.common.errors import BackendError, InputError
 from skewgate.common.layers import OnnxValue
 from skewgate.common.processes import free_port
+from skewgate.export.core import export_model
 from skewgate.parity.core import ParityOptions, first_divergence, parity
 from tests.parity.models import plant, quantize
+from tests.support.rounding_model import OFFSET_SAMPLE, save_offset_model, shift_first_row
 
 LAYERWISE = ParityOptions(layerwise=True, batch_size=16)
 
@@ -155,3 +157,31 @@ def test_error_reservoir_is_bounded():
         err.update(np.ones(10_000), np.zeros(10_000), rng)
     assert sum(s.size for s in err.sample) == RESERVOIR
     assert err.count == 50_000 and err.max_abs == 1.0
+
+
+@pytest.fixture(scope="module")
+def offset_model(tmp_path_factory):
+    """A model whose sample `OFFSET_SAMPLE` rounds ~1000× as much as the first four, exported by skewgate."""
+    directory = tmp_path_factory.mktemp("offset")
+    files = save_offset_model(directory)
+    verdict = export_model(model=files["pt2"], inputs=files["inputs"], out=directory / "offset.onnx")
+    assert verdict.status == "pass", verdict.message
+    return {**files, "onnx": directory / "offset.onnx"}
+
+
+def test_a_sample_that_rounds_more_than_the_first_few_is_grounded_not_failed(offset_model):
+    result = _run(offset_model, offset_model["onnx"])
+    assert result.verdict.status == "pass", result.verdict.message
+    for summary in result.verdict.details["rounding"].values():
+        assert summary["failed_and_grounded"] == [OFFSET_SAMPLE]
+
+
+@pytest.mark.parametrize("shift", [pytest.param(2e-7, id="shift-2e-7"), pytest.param(2e-6, id="shift-2e-6")])
+def test_a_defect_on_that_sample_alone_still_fails_with_its_own_rounding_measured(offset_model, tmp_path, shift):
+    """Grounding the failing sample never excuses a defect: it fails again with its own rounding, and the
+    verdict names it as grounded."""
+    planted = shift_first_row(offset_model["onnx"], tmp_path / "shifted.onnx", shift)
+    result = _run(offset_model, planted)
+    assert result.verdict.status == "fail"
+    assert "outputs_match.linear_1" in {c.name for c in result.verdict.failed_checks}
+    assert result.verdict.details["rounding"]["outputs"]["failed_and_grounded"] == [OFFSET_SAMPLE]

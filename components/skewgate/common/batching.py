@@ -3,35 +3,71 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from skewgate.common.compare import Tolerance, batch_sizes, compare_close
+from skewgate.common.compare import ClosenessAlong, Tolerance, batch_sizes, compare_along, compare_close
 from skewgate.common.verdict import Check
 
 Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]  # named inputs → outputs in graph order
 
 
+@dataclass(frozen=True)
+class BatchRuns:
+    """A runtime's outputs for every sample alone and for the first `size` samples batched, per size."""
+
+    alone: list[list[np.ndarray]]  # sample → its outputs, in graph order
+    batched: dict[int, list[np.ndarray]]  # batch size → the outputs of the first `size` samples
+
+    def pairs(self, names: Sequence[str]) -> list[tuple[int, str, np.ndarray, np.ndarray]]:
+        """(size, output, batched, alone) for every size and output."""
+        return [(size, name, outputs[i], np.concatenate([s[i] for s in self.alone[:size]]))
+                for size, outputs in self.batched.items() for i, name in enumerate(names)]
+
+    def failing(self, names: Sequence[str], tols: Mapping[str, Tolerance]) -> dict[int, float]:
+        """The samples whose batched outputs are out of `tols` from their outputs alone, at any size → their
+        worst tolerance ratio."""
+        found: dict[int, float] = {}
+        for _, name, batched, alone in self.pairs(names):
+            if batched.shape == alone.shape and batched.ndim:
+                add_failing(found, compare_along(batched, alone, tols[name], axis=0))
+        return found
+
+
+def add_failing(found: dict[int, float], along: ClosenessAlong) -> None:
+    """Adds the samples out of tolerance in `along` (compared along the batch axis) to `found`: sample → its
+    worst ratio."""
+    for index in np.flatnonzero(~along.ok).tolist():
+        found[index] = max(found.get(index, 0.0), float(along.worst_ratio[index]))
+
+
+def batch_runs(run: Runner, feeds: Mapping[str, np.ndarray]) -> BatchRuns:
+    """Every sample alone, then batch sizes 1, an odd size and the largest (`compare.batch_sizes`)."""
+    n = int(next(iter(feeds.values())).shape[0])
+    return BatchRuns(alone=[run({k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)],
+                     batched={size: run({k: v[:size] for k, v in feeds.items()}) for size in batch_sizes(n)})
+
+
 def batch_invariance(runtime: str, run: Runner, feeds: dict[str, np.ndarray], names: Sequence[str],
-                     tols: Mapping[str, Tolerance], *, dynamic: bool) -> tuple[Check, dict[str, float]]:
+                     tols: Mapping[str, Tolerance], *, dynamic: bool, runs: BatchRuns | None = None,
+                     ) -> tuple[Check, dict[str, float]]:
     """Batch sizes 1, an odd size and the largest; `dynamic=False` (a static batch) cannot be evaluated: fail.
-    Also returns the largest |batched − alone| per output: the runtime's own batch-size variation."""
+    `runs`: the runs already made (`batch_runs`), else `run` makes them. Also returns the largest
+    |batched − alone| per output: the runtime's own batch-size variation."""
     name = f"batch_invariance.{runtime}"
     n = int(next(iter(feeds.values())).shape[0])
     if not dynamic:  # the program itself only accepts its traced batch size
         return Check(name, passed=False, detail="not evaluated: the batch dimension is static"), {}
-    singles = [run({k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)]
+    runs = batch_runs(run, feeds) if runs is None else runs
     worst, where = 0.0, "batch invariant"
     variation = dict.fromkeys(names, 0.0)
-    for size in batch_sizes(n):
-        batched = run({k: v[:size] for k, v in feeds.items()})
-        for out_index, out_name in enumerate(names):
-            alone = np.concatenate([s[out_index] for s in singles[:size]])
-            closeness = compare_close(batched[out_index], alone, tols[out_name])
-            variation[out_name] = max(variation[out_name], closeness.max_abs)
-            if closeness.worst_ratio > worst:
-                worst = closeness.worst_ratio
-                where = f"batch {size}, output {out_name}: {closeness.describe()}"
+    for size, out_name, batched, alone in runs.pairs(names):
+        closeness = compare_close(batched, alone, tols[out_name])
+        variation[out_name] = max(variation[out_name], closeness.max_abs)
+        if closeness.worst_ratio > worst:
+            worst = closeness.worst_ratio
+            where = f"batch {size}, output {out_name}: {closeness.describe()}"
     allowed = "; ".join(f"{k} rtol {t.rtol:.3g}, atol {t.atol:.3g}" for k, t in tols.items())
     return Check(name, passed=worst <= 1.0, value=worst, limit=1.0,
                  detail=f"sizes {batch_sizes(n)} vs batch-1 outputs ({allowed}); worst: {where}"), variation

@@ -26,9 +26,13 @@ class RunningError:
     noise: float = 0.0
     shape_mismatch: str | None = None
     sample: list[np.ndarray] = field(default_factory=list)
+    failing: dict[int, float] = field(default_factory=dict)  # sample index → its worst ratio, where out of tolerance
     _kept: int = 0
 
-    def update(self, actual: np.ndarray, expected: np.ndarray, rng: np.random.Generator) -> None:
+    def update(self, actual: np.ndarray, expected: np.ndarray, rng: np.random.Generator, *,
+               samples: range | None = None) -> None:
+        """`samples`: the indices of the samples along axis 0 of this batch, to record which are out of
+        tolerance (`failing`); a value whose axis 0 is not the batch records none."""
         if actual.shape != expected.shape:
             self.shape_mismatch = f"shape {actual.shape} vs {expected.shape}"
             return
@@ -58,7 +62,13 @@ class RunningError:
             np.multiply(scratch, self.tolerance.rtol, out=scratch)
             scratch += self.tolerance.atol
             np.divide(diff, scratch, out=scratch)  # x/0 → inf, 0/0 → nan (ignored by fmax)
-            self.worst_ratio = max(self.worst_ratio, float(np.fmax.reduce(scratch, initial=0.0)))
+            batch_worst = float(np.fmax.reduce(scratch, initial=0.0))
+            self.worst_ratio = max(self.worst_ratio, batch_worst)
+        if batch_worst > 1.0 and samples is not None and actual.ndim and actual.shape[0] == len(samples):
+            # only on a batch out of tolerance: the common, passing batch pays nothing for it
+            per_sample = np.fmax.reduce(scratch.reshape(len(samples), -1), axis=1, initial=0.0)
+            for offset in np.flatnonzero(per_sample > 1.0).tolist():
+                self.failing[samples[offset]] = max(self.failing.get(samples[offset], 0.0), float(per_sample[offset]))
         if math.isinf(top):  # inf against −inf, NaN, or a finite value: never within tolerance (inf/inf is NaN)
             self.max_rel = self.worst_ratio = math.inf
         self.signal += _energy(e)

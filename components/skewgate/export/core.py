@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from skewgate.common.batching import Runner, batch_invariance
-from skewgate.common.compare import Tolerance, compare_close
+from skewgate.common.batching import BatchRuns, Runner, add_failing, batch_invariance, batch_runs
+from skewgate.common.compare import Tolerance, compare_along, compare_close
 from skewgate.common.errors import ExportError, InputError
 from skewgate.common.io import TensorSpec, load_npz, load_onnx, sha256_file
 from skewgate.common.pt2 import load_program, quiet, reexport_hint
-from skewgate.common.rounding import Rounding, beside, first_samples, measure
+from skewgate.common.rounding import REFERENCE_SAMPLES, Rounding, beside, measure, take_samples
 from skewgate.common.states import parse_states
 from skewgate.common.tensor_stats import sha256_array, summarize
 from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, TensorStats, Verdict
@@ -115,19 +115,19 @@ def export_model(*, model: str | Path, inputs: str | Path, out: str | Path,
         raise InputError("--tolerance", field=", ".join(unknown), expected=f"one of the outputs {names}",
                          found="no such output")
     state_outputs = resolve_outputs(states, names, source=str(out))
-    rounding = _rounding(program, run_torch, feeds, names)
-    tols = {n: tolerances.get(n) or rounding.tolerance(n, Tolerance.for_dtype(t.dtype))
-            for n, t in zip(names, torch_out, strict=True)}
+    dynamic = dynamic_batch(onnx_model)
+    log.info("checking batch invariance and determinism")
+    torch_runs = batch_runs(run_torch, feeds) if dynamic.passed else None
+    rounding, tols = _grounded(program, run_torch, feeds, names, torch_out, ort_out, tolerances, torch_runs)
     for name, expected, actual in zip(names, torch_out, ort_out, strict=True):
         closeness = compare_close(actual, expected, tols[name])
         checks.append(Check(f"outputs_match.{name}", passed=closeness.ok, value=closeness.worst_ratio, limit=1.0,
                             detail=f"ORT vs torch (rtol {tols[name].rtol:g}, atol {tols[name].atol:g}): "
                                    + closeness.describe()))
 
-    dynamic = dynamic_batch(onnx_model)
     checks.append(dynamic)
-    log.info("checking batch invariance and determinism")
-    invariance, variation = batch_invariance("torch", run_torch, feeds, names, tols, dynamic=dynamic.passed)
+    invariance, variation = batch_invariance("torch", run_torch, feeds, names, tols, dynamic=dynamic.passed,
+                                             runs=torch_runs)
     # ORT may vary with the batch size as much as PyTorch itself does (its kernels block by batch too)
     ort_tols = {n: tols[n] if n in tolerances else beside(tols[n], variation.get(n, 0.0)) for n in names}
     checks += [invariance, determinism("torch", run_torch, feeds),
@@ -235,15 +235,36 @@ def _torch_runner(program: torch.export.ExportedProgram) -> tuple[Runner, dict[s
     return run, fed
 
 
+def _grounded(program: torch.export.ExportedProgram, run_torch: Runner, feeds: dict[str, np.ndarray],
+              names: Sequence[str], torch_out: Sequence[np.ndarray], ort_out: Sequence[np.ndarray],
+              given: Mapping[str, Tolerance], torch_runs: BatchRuns | None) -> tuple[Rounding, dict[str, Tolerance]]:
+    """The grounding and the tolerance per output: on the first few samples, then also on the samples that fail
+    with those (ORT against PyTorch, or PyTorch batched against alone) while none of the failing ones has been
+    grounded (`common/rounding.py`). A tolerance given by the user is used as given."""
+    rounding = _rounding(program, run_torch, feeds, names, range(min(REFERENCE_SAMPLES, _batch(feeds))))
+    while True:
+        tols = {n: given.get(n) or rounding.tolerance(n, Tolerance.for_dtype(t.dtype))
+                for n, t in zip(names, torch_out, strict=True)}
+        failing = {} if torch_runs is None else torch_runs.failing(names, tols)
+        for name, expected, actual in zip(names, torch_out, ort_out, strict=True):
+            if expected.shape == actual.shape and expected.ndim:
+                add_failing(failing, compare_along(actual, expected, tols[name], axis=0))
+        more = rounding.to_ground(failing)
+        if not more:
+            return rounding, tols
+        log.info("grounding %d more samples in float64: they fail with the first ones' rounding", len(more))
+        rounding = rounding.widened(_rounding(program, run_torch, feeds, names, more))
+
+
 def _rounding(program: torch.export.ExportedProgram, run_torch: Runner, feeds: dict[str, np.ndarray],
-              names: Sequence[str]) -> Rounding:
-    """PyTorch FP32's distance from a float64 run of the same program, per output, on the first few samples."""
+              names: Sequence[str], samples: Sequence[int]) -> Rounding:
+    """PyTorch FP32's distance from a float64 run of the same program, per output, on `samples`."""
     import torch
     from torch.utils._pytree import tree_leaves
 
     from skewgate.common.layers import float64_module, widen
 
-    sample = first_samples(feeds)
+    sample = take_samples(feeds, samples)
     narrow = dict(zip(names, run_torch(sample), strict=True))
 
     def float64() -> dict[str, np.ndarray]:
@@ -254,7 +275,7 @@ def _rounding(program: torch.export.ExportedProgram, run_torch: Runner, feeds: d
         return dict(zip(names, [leaf.detach().cpu().numpy() for leaf in tree_leaves(result)], strict=True))
 
     ops = sum(1 for node in program.graph.nodes if node.op == "call_function")
-    return measure(narrow, float64, samples=len(next(iter(sample.values()))), ops=ops)
+    return measure(narrow, float64, samples=samples, ops=ops)
 
 
 def _ort_runner(path: Path) -> tuple[Runner, dict[str, str]]:

@@ -12,10 +12,11 @@ batch of intermediates.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from skewgate.common.error_stats import RunningError, logit_agreement
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.layers import OnnxValue, TorchRecorder, onnx_values, quantized_counterparts, with_intermediates
-from skewgate.common.rounding import Rounding, first_samples, measure
+from skewgate.common.rounding import MAX_GROUNDED, REFERENCE_SAMPLES, Rounding, first_samples, measure, take_samples
 from skewgate.common.runtime import run_by_name, session
 from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
 from skewgate.parity.internals.matching import Matching, match
@@ -86,6 +87,12 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
     setup = _Setup(options, loaded, torch_side, backends, _ground(loaded, torch_side, options))
     streaming_at = time.perf_counter()
     streamed = _stream(setup)
+    while more := setup.grounding.to_ground(streamed.failing()):
+        # only samples the float64 run has not seen fail: ground the worst of them too and compare again
+        log.info("grounding %d more samples in float64: they fail with the first ones' rounding", len(more))
+        setup = dataclasses.replace(setup, grounding=setup.grounding.widened(
+            _ground(loaded, torch_side, options, samples=more)))
+        streamed = _stream(setup)
     timing = {"load_s": loaded_at - started, "match_s": matched_at - loaded_at,
               "sessions_s": referencing_at - matched_at, "reference_s": streaming_at - referencing_at,
               "streaming_s": time.perf_counter() - streaming_at}
@@ -222,19 +229,47 @@ class _Grounding:
     explicit_layer_tolerance: Tolerance | None
     counterparts: Mapping[str, str]  # FP32 value → program node (`layers_rounding` is by program node)
 
+    explicit_tolerances: Mapping[str, Tolerance]  # final output → the tolerance the user gave
+
     def layer_tolerance(self, value: str) -> Tolerance:
         return self.explicit_layer_tolerance or self.layers_rounding.tolerance(self.counterparts.get(value, ""),
                                                                               LAYER_TOLERANCE)
 
+    def to_ground(self, failing: tuple[dict[str, dict[int, float]], dict[int, float]]) -> list[int]:
+        """The samples to ground next (`Rounding.to_ground`), given the failing samples of each final output
+        and of the layers; those judged with a tolerance the user gave do not count."""
+        by_output, layers = failing
+        finals = {i: r for name, samples in by_output.items() if name not in self.explicit_tolerances
+                  for i, r in samples.items()}
+        more = set(self.finals_rounding.to_ground(finals))
+        if self.explicit_layer_tolerance is None:
+            more.update(self.layers_rounding.to_ground(layers))
+        return sorted(more)[: max(MAX_GROUNDED - self.finals_rounding.samples, 0)]
 
-def _ground(loaded: _Loaded, torch_side: _TorchSide, options: ParityOptions) -> _Grounding:
+    def widened(self, more: _Grounding) -> _Grounding:
+        """This grounding and `more`'s (on other samples) together, and the tolerances they give."""
+        finals_rounding = self.finals_rounding.widened(more.finals_rounding)
+        return dataclasses.replace(self, finals_rounding=finals_rounding,
+                                   layers_rounding=self.layers_rounding.widened(more.layers_rounding),
+                                   tols=_final_tolerances(finals_rounding, list(self.tols), self.explicit_tolerances))
+
+
+def _ground(loaded: _Loaded, torch_side: _TorchSide, options: ParityOptions,
+            samples: Sequence[int] | None = None) -> _Grounding:
+    """The grounding on `samples` (the first `REFERENCE_SAMPLES` unless given)."""
+    samples = range(min(REFERENCE_SAMPLES, loaded.samples)) if samples is None else samples
     finals_rounding, layers_rounding = _rounding(torch_side.recorder, torch_side.plain,
-                                                 first_samples(loaded.feeds, axes=loaded.axes), loaded.outputs,
-                                                 len(loaded.program.graph.nodes))
-    tols = {n: options.tolerances.get(n) or finals_rounding.tolerance(n, Tolerance.for_dtype(np.float32))
-            for n in loaded.outputs}
-    return _Grounding(finals_rounding=finals_rounding, layers_rounding=layers_rounding, tols=tols,
-                      explicit_layer_tolerance=options.layer_tolerance, counterparts=torch_side.counterparts)
+                                                 take_samples(loaded.feeds, samples, axes=loaded.axes), samples,
+                                                 loaded.outputs, len(loaded.program.graph.nodes))
+    return _Grounding(finals_rounding=finals_rounding, layers_rounding=layers_rounding,
+                      tols=_final_tolerances(finals_rounding, loaded.outputs, options.tolerances),
+                      explicit_layer_tolerance=options.layer_tolerance, counterparts=torch_side.counterparts,
+                      explicit_tolerances=options.tolerances)
+
+
+def _final_tolerances(rounding: Rounding, outputs: Sequence[str],
+                      given: Mapping[str, Tolerance]) -> dict[str, Tolerance]:
+    return {n: given.get(n) or rounding.tolerance(n, Tolerance.for_dtype(np.float32)) for n in outputs}
 
 
 @dataclass(frozen=True)
@@ -256,6 +291,14 @@ class _Streamed:
     layers: dict[str, dict[str, RunningError]]  # pair → paired intermediate value → its error
     kept: dict[str, list[np.ndarray]]  # final outputs (small) for logit metrics
     full_kept: list[dict[str, np.ndarray]]  # with --stream-onnx: FULL's outputs, batch by batch
+
+    def failing(self) -> tuple[dict[str, dict[int, float]], dict[int, float]]:
+        """The samples out of tolerance, ORT FP32 against PyTorch: per final output, and over all layers."""
+        layers: dict[int, float] = {}
+        for err in self.layers[FP32].values():
+            for index, ratio in err.failing.items():
+                layers[index] = max(layers.get(index, 0.0), ratio)
+        return {name: err.failing for name, err in self.finals[FP32].items()}, layers
 
 
 def _stream(setup: _Setup) -> _Streamed:
@@ -279,14 +322,15 @@ def _stream(setup: _Setup) -> _Streamed:
             torch_out, recorded = _torch_outputs(torch_side.plain, batch), {}
         fp32_values = run_by_name(backends.fp32, batch)
         fp32_inner = run_by_name(backends.fp32_layers, batch) if backends.fp32_layers is not None else {}
+        samples = range(start, min(start + options.batch_size, n))
         for index, name in enumerate(outputs):
-            finals[FP32][name].update(fp32_values[name], torch_out[index], rng)
+            finals[FP32][name].update(fp32_values[name], torch_out[index], rng, samples=samples)
         for name, node in counterparts.items():
             if name in outputs or name not in fp32_inner or node not in recorded:
                 continue
             # a pair whose shapes differ is recorded as such (RunningError.shape_mismatch), never dropped
             layers[FP32].setdefault(name, RunningError(grounding.layer_tolerance(name))).update(
-                fp32_inner[name], recorded[node], rng)
+                fp32_inner[name], recorded[node], rng, samples=samples)
         kept["fp32"].append(fp32_values[outputs[0]])
         if options.stream_onnx:  # stream mode's reference: FULL's outputs, every one, run once here
             full_kept.append(fp32_values)
@@ -418,13 +462,12 @@ def _result(setup: _Setup, streamed: _Streamed, found: _Findings, timing: dict[s
     return ParityResult(Verdict.from_checks(STEP, found.checks, subject=subject, details=details), found.rows)
 
 
-def _rounding(recorder: TorchRecorder | None, plain: Any, sample: dict[str, np.ndarray], outputs: list[str],
-              ops: int) -> tuple[Rounding, Rounding]:
-    """PyTorch FP32's distance from float64 on `sample`: for the final outputs (by ONNX output name) and for
-    the recorded intermediates (by program node name). One float64 run serves both."""
+def _rounding(recorder: TorchRecorder | None, plain: Any, sample: dict[str, np.ndarray], indices: Sequence[int],
+              outputs: list[str], ops: int) -> tuple[Rounding, Rounding]:
+    """PyTorch FP32's distance from float64 on `sample` (the samples at `indices`): for the final outputs (by
+    ONNX output name) and for the recorded intermediates (by program node name). One float64 run serves both."""
     from skewgate.common.layers import float64_module
 
-    count = len(next(iter(sample.values())))
     if recorder is not None:
         narrow_out, narrow_inner = recorder.run(sample)
     else:
@@ -438,8 +481,8 @@ def _rounding(recorder: TorchRecorder | None, plain: Any, sample: dict[str, np.n
         return wide[0]
 
     finals = measure(dict(zip(outputs, narrow_out, strict=True)),
-                     lambda: dict(zip(outputs, float64()[0], strict=True)), samples=count, ops=ops)
-    layers = measure(narrow_inner, lambda: float64()[1], samples=count, ops=ops)
+                     lambda: dict(zip(outputs, float64()[0], strict=True)), samples=indices, ops=ops)
+    layers = measure(narrow_inner, lambda: float64()[1], samples=indices, ops=ops)
     return finals, layers
 
 
