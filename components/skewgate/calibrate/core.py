@@ -92,6 +92,8 @@ class CalibrateDetails:
     int8: Int8File
     # node → the ±inf tensor it reads or writes (an attention mask): always FP32; absent when there is none
     non_finite_fp32: Mapping[str, str] | None = field(default=None, metadata=OMIT_IF_NONE)
+    # tensor ONNX Runtime's quantiser refused → the nodes kept in FP32 for it; absent when there is none
+    quantiser_refused: Mapping[str, list[str]] | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,7 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
         logits=final.logits, outputs=final.outputs,
         unfused_drop=UnfusedDrop(first=first_view.drop, final=view.drop), int8_coverage=int8_coverage,
         outliers=tuple(t for t in tensors if t["outlier"]), int8=Int8File(path=str(out), sha256=final.sha256),
-        non_finite_fp32=found.keep_fp32 or None)
+        non_finite_fp32=found.keep_fp32 or None, quantiser_refused=quantizer.refused or None)
     registry_tags = {conv.CALIBRATE_EXCLUDED_TAG: ",".join(excluded) or "none",
                      conv.CALIBRATE_DROP_TAG: f"{final.drop:.4f}",
                      conv.CALIBRATE_MAC_SHARE_TAG: f"{int8_coverage['mac_share']:.4f}",

@@ -10,8 +10,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from skewgate.common.errors import InputError
+
 if TYPE_CHECKING:
     import onnx
+
+log = logging.getLogger(__name__)
 
 WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")  # an INT8 model without one of these gains nothing
 
@@ -93,8 +97,29 @@ class Quantizer:
         self.per_channel = per_channel
         self.keep_fp32 = list(keep_fp32)
         self.op_types = op_types_to_quantize()
+        self.refused: dict[str, list[str]] = {}  # tensor ORT's quantiser refused → nodes kept in FP32 for it
 
     def write(self, out: str | Path, *, exclude: Collection[str] = (), reduce_range: bool = False) -> Path:
+        """Quantise and save to `out`. Where ORT's quantiser refuses a tensor (a weight it would have to share
+        parameters for: "shared mode is not supported for weight"), the nodes reading it stay in FP32, for
+        this and every later write, and `refused` says so; a refusal it cannot place is "could not evaluate"."""
+        while True:
+            try:
+                written = self._write(out, exclude=exclude, reduce_range=reduce_range)
+                if self.refused:
+                    _check_valid(written, self.refused)
+                return written
+            except ValueError as err:
+                tensor, touching = _refused(err)
+                readers = [name for name in touching if name not in self.keep_fp32]
+                if tensor is None or not readers:
+                    raise InputError(out, expected="a model ONNX Runtime's quantiser accepts",
+                                     found=f"the quantiser refused it: {err}") from err
+                log.warning("ONNX Runtime's quantiser refuses %s (%s): keeping %s in FP32", tensor, err, readers)
+                self.refused.setdefault(tensor, []).extend(readers)
+                self.keep_fp32 += readers
+
+    def _write(self, out: str | Path, *, exclude: Collection[str], reduce_range: bool) -> Path:
         import onnx
         from onnxruntime.quantization import QuantType
         from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
@@ -119,3 +144,32 @@ class Quantizer:
         out.parent.mkdir(parents=True, exist_ok=True)
         quantizer.model.save_model_to_file(str(out), False)
         return out
+
+
+def _check_valid(path: Path, refused: Mapping[str, list[str]]) -> None:
+    """After a refusal, ORT's quantiser may write a graph that defines a tensor twice (it folds a weight's
+    Reshape into a weight it then quantises anyway): such a file is "could not evaluate", naming what it refused."""
+    import onnx
+
+    try:
+        onnx.checker.check_model(str(path))
+    except onnx.checker.ValidationError as err:
+        path.unlink()  # nobody may pick up a file ONNX Runtime refuses to load
+        named = "; ".join(f"{tensor} (read by {', '.join(nodes)})" for tensor, nodes in refused.items())
+        raise InputError(path, expected="a valid INT8 model with the tensors ONNX Runtime's quantiser refuses "
+                                        f"kept in FP32: {named}",
+                         found=f"an invalid model ({str(err).splitlines()[0][:200]})") from err
+
+
+def _refused(err: ValueError) -> tuple[str | None, list[str]]:
+    """The tensor ORT's quantiser was placing when it raised `err`, and the nodes that read or write it in the
+    quantiser's own graph (it folds and renames: a Reshape of a weight becomes a weight read by several
+    nodes). Its message names neither; the frame that raised holds both (`tensor_name`, `self.model`)."""
+    traceback = err.__traceback__
+    while traceback is not None and traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    found = traceback.tb_frame.f_locals if traceback is not None else {}
+    tensor, quantizer = found.get("tensor_name"), found.get("self")
+    if not isinstance(tensor, str) or quantizer is None or not hasattr(quantizer, "model"):
+        return None, []
+    return tensor, [n.name for n in quantizer.model.nodes() if tensor in (*n.input, *n.output)]
