@@ -28,6 +28,24 @@ def make_mlp(path, *, seed=0, elem=TensorProto.FLOAT, batch="batch"):
     return path
 
 
+def make_id_model(path, *, seed=0):
+    """An id per sample: ids [batch] (int64) → y = E[ids] [batch, 3] and score = Σ y [batch]; rank-1 on both
+    sides, which Triton serves only as `dims: [ 1 ]` with a reshape."""
+    table = numpy_helper.from_array(np.random.default_rng(seed).normal(size=(10, 3)).astype(np.float32), name="E")
+    axis = numpy_helper.from_array(np.array([1], np.int64), name="axis")
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["E", "ids"], ["y"]),
+         helper.make_node("ReduceSum", ["y", "axis"], ["score"], keepdims=0)], "ids",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3]),
+         helper.make_tensor_value_info("score", TensorProto.FLOAT, ["batch"])],
+        initializer=[table, axis])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, str(path))
+    return path
+
+
 @pytest.fixture(scope="session")
 def installation():
     found = Installation(triton_home())
@@ -40,8 +58,11 @@ def models(tmp_path_factory):
     rng = np.random.default_rng(0)
     inputs = directory / "inputs.npz"
     np.savez(inputs, x=rng.normal(size=(12, 4)).astype(np.float32))
+    ids = directory / "ids.npz"
+    np.savez(ids, ids=rng.integers(0, 10, size=12).astype(np.int64))
     return {"good": make_mlp(directory / "good.onnx"), "other": make_mlp(directory / "other.onnx", seed=1),
-            "inputs": inputs}
+            "inputs": inputs, "ids": make_id_model(directory / "ids.onnx"),
+            "ids_other": make_id_model(directory / "ids_other.onnx", seed=1), "id_inputs": ids}
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +81,8 @@ def served(models, tmp_path_factory, installation):
     write_repository(models["other"], repo, name="otherfile")  # a different file served under the name
     tampered = write_repository(good, repo, name="tampered")
     tampered.onnx.write_bytes(models["other"].read_bytes())  # changed after the repository was written
-    names = ("good", "batchdim", "dtype", "otherfile", "tampered")
+    write_repository(models["ids"], repo, name="ids")
+    write_repository(models["ids_other"], repo, name="ids_otherfile")  # another table served under the name
+    names = ("good", "batchdim", "dtype", "otherfile", "tampered", "ids", "ids_otherfile")
     with triton_server(repo, models=names, installation=installation) as server:
         yield server

@@ -12,7 +12,7 @@ import pytest
 from skewgate.common.errors import Unreachable
 from skewgate.common.io import sha256_file
 from skewgate.common.verdict import Subject, Verdict
-from skewgate.probe.core import probe
+from skewgate.probe.core import probe, signature_checks
 from skewgate.probe.run import ProbeOptions
 from tests.probe.fake_triton import WEIGHTS, FakeTriton, config, gated, metadata
 
@@ -156,3 +156,14 @@ def test_details_keep_their_json_keys_and_values():
 def test_an_unreachable_server_is_an_error_not_a_verdict():
     with pytest.raises(Unreachable, match="live failed"):
         _probe(FakeTriton(unreachable=True))
+
+
+def test_a_reshape_that_does_not_fit_the_model_is_named():
+    """`dims: [ 1 ] reshape: { shape: [ ] }` is right for an id per sample only: on x [batch, 4] the model would
+    be fed [batch], and the config and the served shape are both reported."""
+    served = {**config(input_dims=(1,)), "input": [{"name": "x", "dims": [1], "reshape": {}}]}
+    checks = {c.name: c for c in signature_checks(gated().signature, metadata(shape=(-1, 1)), served)}
+    assert not checks["signature.inputs"].passed
+    assert "x: shape [-1, 1] but the model has [-1, 4]" in checks["signature.inputs"].detail
+    assert not checks["config.dims.inputs"].passed
+    assert "x: config reshape [] but the model's per-sample shape is [4]" in checks["config.dims.inputs"].detail

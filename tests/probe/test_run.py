@@ -62,6 +62,22 @@ def test_without_the_repository_outputs_still_catch_a_different_file(served, mod
     assert "outputs_match.y" in _failed(verdict)
 
 
+@pytest.mark.parametrize("name", ["ids", "ids_otherfile"])
+def test_an_id_per_sample_is_served_as_batch_by_one_and_judged(served, models, name):
+    """A rank-1 input and output (shape [batch]) have no per-sample dims; the repository writer serves them as
+    `dims: [ 1 ] reshape: { shape: [ ] }` and the probe sends and reads [batch, 1]. Before, Triton refused the
+    model and the release blocked; a different table served under the name still fails on both outputs."""
+    verdict = run(url=served.http_url, model=name, onnx=models["ids"], inputs=models["id_inputs"],
+                  repository=served.repository, options=QUICK, tracking=UNTRACKED).verdict
+    failed = _failed(verdict)
+    assert {"signature.inputs", "signature.outputs", "config.dims.inputs", "config.dims.outputs",
+            "batch_invariance"} & set(failed) == set()
+    if name == "ids":
+        assert verdict.status == "pass", verdict.message
+    else:
+        assert {"outputs_match.y", "outputs_match.score", "served_artifact"} <= set(failed)
+
+
 def test_latency_gate(served, models):
     assert "latency_p99_ms" in _failed(_probe(served, models, "good", max_p99_ms=0.001))
 

@@ -500,7 +500,7 @@ def _torch_outputs(module: Any, batch: dict[str, np.ndarray], *, float64: bool =
 
 def _triton_runner(url: str, model: str | None, onnx_model: Any, options: ParityOptions) -> Callable[..., Any]:
     from skewgate.common.triton.client import TritonClient
-    from skewgate.common.triton.repository import TRITON_TYPES
+    from skewgate.common.triton.repository import TRITON_TYPES, from_served, to_served
 
     if not model:
         raise InputError("--triton-model", expected="the model name on the Triton server", found="nothing")
@@ -510,9 +510,10 @@ def _triton_runner(url: str, model: str | None, onnx_model: Any, options: Parity
     datatypes = {i.name: TRITON_TYPES[i.type.tensor_type.elem_type].removeprefix("TYPE_")
                  for i in onnx_model.graph.input if i.name not in initializers}
     outputs = [o.name for o in onnx_model.graph.output]
+    config = client.model_config(model)  # its reshapes: an id per sample is served as [batch, 1]
 
     def run(batch: dict[str, np.ndarray]) -> list[np.ndarray]:
-        served = client.infer(model, batch, outputs, datatypes=datatypes)
+        served = from_served(client.infer(model, to_served(batch, config), outputs, datatypes=datatypes), config)
         return [served[name] for name in outputs]
 
     return run

@@ -16,6 +16,7 @@ The server is reached through the `Triton` seam only (a fake in the unit tests);
 from __future__ import annotations
 
 import functools
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -30,7 +31,7 @@ from skewgate.common.compare import Tolerance, batch_sizes, compare_close
 from skewgate.common.errors import Rejected
 from skewgate.common.io import TensorSpec, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.triton.client import ServerRefused, Triton
-from skewgate.common.triton.repository import Signature, TensorSignature, signature_of
+from skewgate.common.triton.repository import Signature, TensorSignature, from_served, signature_of, to_served
 from skewgate.common.triton.sequence import served_signature
 from skewgate.common.verdict import Check, Subject, Verdict
 from skewgate.probe.internals.stream import StreamProbing, stream_checks
@@ -200,8 +201,10 @@ def signature_checks(signature: Signature, metadata: Mapping[str, Any], config: 
             if found["datatype"] != tensor.metadata_type:
                 problems.append(f"{tensor.name}: datatype {found['datatype']} but the model has "
                                 f"{tensor.metadata_type}")
-            if not _shape_matches(found["shape"], tensor.shape):
-                problems.append(f"{tensor.name}: shape {found['shape']} but the model has {list(tensor.shape)}")
+            api_shape = _api_shape(tensor, _config_entry(config_list, tensor.name), batched)
+            if not _shape_matches(found["shape"], api_shape):
+                problems.append(f"{tensor.name}: shape {found['shape']} but the model has {list(tensor.shape)}"
+                                + (f" (served as {list(api_shape)})" if api_shape != tensor.shape else ""))
         extra = sorted(set(served) - {t.name for t in tensors})
         if extra:
             problems.append(f"served but not in the model: {extra}")
@@ -213,17 +216,36 @@ def signature_checks(signature: Signature, metadata: Mapping[str, Any], config: 
     return checks
 
 
+def _config_entry(config_list: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    return next((c for c in config_list if c.get("name") == name), None)
+
+
+def _api_shape(tensor: TensorSignature, entry: Mapping[str, Any] | None, batched: bool) -> tuple[int, ...]:
+    """The shape the inference API serves `tensor` in: the model's, or, where the config reshapes it to the
+    model's own shape (`dims: [ 1 ] reshape: { shape: [ ] }` for an id per sample), its `dims`."""
+    if entry is None or "reshape" not in entry:
+        return tensor.shape
+    dims = tuple(int(d) for d in entry.get("dims", []))
+    model_dims = tuple(int(d) for d in entry["reshape"].get("shape", []))
+    per_sample = tensor.shape[1:] if batched else tensor.shape
+    if not _shape_matches(list(model_dims), per_sample) or math.prod(dims) != math.prod(model_dims):
+        return tensor.shape  # a reshape that does not fit the model: the shapes then disagree, and say so
+    return ((-1,) if batched else ()) + dims
+
+
 def _batch_dim_problem(tensor: TensorSignature, config_list: list[dict[str, Any]], batched: bool) -> str:
-    entry = next((c for c in config_list if c["name"] == tensor.name), None)
+    entry = _config_entry(config_list, tensor.name)
     if entry is None:
         return ""  # reported by the signature check
-    dims = [int(d) for d in entry.get("dims", [])]
+    # where the config reshapes, the model sees the reshape's shape: that is what must fit the model
+    dims = [int(d) for d in (entry["reshape"].get("shape", []) if "reshape" in entry else entry.get("dims", []))]
+    what = "config reshape" if "reshape" in entry else "config dims"
     expected = tensor.shape[1:] if batched else tensor.shape
     if batched and len(dims) == len(tensor.shape):
-        return (f"{tensor.name}: config dims {dims} include the batch dimension; with max_batch_size > 0 they "
+        return (f"{tensor.name}: {what} {dims} include the batch dimension; with max_batch_size > 0 they "
                 f"must be the per-sample shape {list(expected)}")
     if not _shape_matches(dims, expected):
-        return f"{tensor.name}: config dims {dims} but the model's {'per-sample ' if batched else ''}shape is " \
+        return f"{tensor.name}: {what} {dims} but the model's {'per-sample ' if batched else ''}shape is " \
                f"{list(expected)}"
     return ""
 
@@ -272,7 +294,8 @@ def behaviour_checks(triton: Triton, model: str, gated: GatedModel, feeds: Mappi
         elif (own := getattr(local, "client", None)) is None:
             own = local.client = triton.connect_again()
             opened.append(own)
-        return own.infer(model, batch, outputs, datatypes=datatypes, version=probing.version)
+        return from_served(own.infer(model, to_served(batch, config), outputs, datatypes=datatypes,
+                                     version=probing.version), config)
 
     try:
         return _run_behaviour(serve, gated.reference(feeds), outputs, feeds, int(config.get("max_batch_size", 0)),

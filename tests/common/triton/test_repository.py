@@ -1,10 +1,11 @@
+import numpy as np
 import pytest
 from onnx import TensorProto
 
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
-from skewgate.common.triton.repository import onnx_signature, write_repository
-from tests.probe.conftest import make_mlp
+from skewgate.common.triton.repository import from_served, onnx_signature, to_served, write_repository
+from tests.probe.conftest import make_id_model, make_mlp
 
 
 def test_python_backend_repository_layout(tmp_path):
@@ -39,3 +40,29 @@ def test_static_batch_needs_max_batch_size_zero(tmp_path):
     written = write_repository(onnx_path, tmp_path / "repo", name="mlp", max_batch_size=0)
     config = (written.directory / "config.pbtxt").read_text()
     assert "dims: [ 5, 4 ]" in config and "dynamic_batching" not in config
+
+
+def test_an_id_per_sample_is_served_as_batch_by_one(tmp_path):
+    """Triton refuses empty per-sample dims; its documented form for a [batch] tensor is dims [1] reshaped."""
+    written = write_repository(make_id_model(tmp_path / "ids.onnx"), tmp_path / "repo", name="ids")
+    config = (written.directory / "config.pbtxt").read_text()
+    assert '{ name: "ids" data_type: TYPE_INT64 dims: [ 1 ] reshape: { shape: [ ] } }' in config
+    assert '{ name: "score" data_type: TYPE_FP32 dims: [ 1 ] reshape: { shape: [ ] } }' in config
+    assert '{ name: "y" data_type: TYPE_FP32 dims: [ 3 ] }' in config  # the others as they were
+
+
+# the config as Triton's JSON returns it: an empty repeated field is dropped (`"reshape": {}`)
+ID_CONFIG = {"max_batch_size": 8, "input": [{"name": "ids", "dims": [1], "reshape": {}}],
+             "output": [{"name": "y", "dims": [3]}, {"name": "score", "dims": [1], "reshape": {"shape": []}}]}
+
+
+def test_clients_send_and_read_the_served_shapes():
+    ids = np.arange(5, dtype=np.int64)
+    assert to_served({"ids": ids}, ID_CONFIG)["ids"].shape == (5, 1)
+    back = from_served({"y": np.zeros((5, 3), np.float32), "score": np.arange(5.0).reshape(5, 1)}, ID_CONFIG)
+    assert back["y"].shape == (5, 3)
+    np.testing.assert_array_equal(back["score"], np.arange(5.0))
+    unbatched = {**ID_CONFIG, "max_batch_size": 0,
+                 "input": [{"name": "ids", "dims": [5, 1], "reshape": {"shape": [5]}}]}
+    assert to_served({"ids": ids}, unbatched)["ids"].shape == (5, 1)
+    assert to_served({"x": ids}, ID_CONFIG)["x"] is ids  # not in the config's reshapes: as given

@@ -21,10 +21,16 @@ class TritonPythonModel:
         self.inputs = [i["name"] for i in config["input"]]
         self.outputs = [o["name"] for o in config["output"]]
         self.batched = int(config.get("max_batch_size", 0)) > 0
+        # `reshape`: the shape the model sees, where it differs from the API's `dims` (an id per sample: the
+        # model's [batch], the API's [batch, 1]); the JSON form drops an empty `shape`
+        self.model_shape = {i["name"]: [int(d) for d in i["reshape"].get("shape", [])]
+                            for i in config["input"] if "reshape" in i}
+        self.api_shape = {o["name"]: [int(d) for d in o["dims"]] for o in config["output"] if "reshape" in o}
 
     def execute(self, requests):
         feeds_per_request = [
-            {name: pb_utils.get_input_tensor_by_name(request, name).as_numpy() for name in self.inputs}
+            {name: self._as(pb_utils.get_input_tensor_by_name(request, name).as_numpy(), self.model_shape.get(name))
+             for name in self.inputs}
             for request in requests
         ]
         if not self.batched:
@@ -38,6 +44,13 @@ class TritonPythonModel:
             start += size
         return responses
 
+    def _as(self, array, shape):
+        """`array` in `shape` per sample (whole, for an unbatched model); as it is where `shape` is None."""
+        if shape is None:
+            return array
+        return array.reshape((array.shape[0], *shape) if self.batched else tuple(shape))
+
     def _respond(self, arrays):
-        tensors = [pb_utils.Tensor(name, np.ascontiguousarray(a)) for name, a in zip(self.outputs, arrays, strict=True)]
+        tensors = [pb_utils.Tensor(name, np.ascontiguousarray(self._as(a, self.api_shape.get(name))))
+                   for name, a in zip(self.outputs, arrays, strict=True)]
         return pb_utils.InferenceResponse(output_tensors=tensors)

@@ -9,9 +9,12 @@ tritonserver from the `nvidia-pytriton` wheel ships only the Python backend).
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
 
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_onnx, sha256_file
@@ -77,7 +80,10 @@ def signature_of(model: onnx.ModelProto, *, source: str | Path) -> Signature:
 
 def config_pbtxt(name: str, signature: Signature, *, platform: Platform, max_batch_size: int,
                  dynamic_batching: bool, instance_kind: InstanceKind, instance_count: int) -> str:
-    """Dims exclude the batch dimension when `max_batch_size > 0` (Triton adds it back)."""
+    """Dims exclude the batch dimension when `max_batch_size > 0` (Triton adds it back). A tensor that is only
+    the batch dimension (an id per sample, shape `[batch]`) has no per-sample dims, which Triton refuses: it
+    is served as `dims: [ 1 ]` with `reshape: { shape: [ ] }` (Triton's documented form), so clients send and
+    receive `[batch, 1]` while the model sees `[batch]` (`to_served`, `from_served`)."""
     if max_batch_size > 0 and not signature.batched:
         raise InputError(name, field="max_batch_size", expected="0 for a model without a symbolic batch dimension",
                          found=str(max_batch_size))
@@ -86,7 +92,8 @@ def config_pbtxt(name: str, signature: Signature, *, platform: Platform, max_bat
         entries = []
         for t in tensors:
             dims = t.shape[1:] if max_batch_size > 0 else t.shape
-            entries.append(f'  {{ name: "{t.name}" data_type: {t.data_type} dims: [ {", ".join(map(str, dims))} ] }}')
+            shape = "dims: [ 1 ] reshape: { shape: [ ] }" if not dims else f"dims: [ {', '.join(map(str, dims))} ]"
+            entries.append(f'  {{ name: "{t.name}" data_type: {t.data_type} {shape} }}')
         return f"{kind} [\n" + ",\n".join(entries) + "\n]"
 
     engine = 'platform: "onnxruntime_onnx"' if platform == "onnxruntime_onnx" else 'backend: "python"'
@@ -96,6 +103,40 @@ def config_pbtxt(name: str, signature: Signature, *, platform: Platform, max_bat
         lines.append("dynamic_batching { max_queue_delay_microseconds: 2000 }")
     lines.append(f"instance_group [ {{ kind: KIND_{instance_kind} count: {instance_count} }} ]")
     return "\n".join(lines) + "\n"
+
+
+def to_served(feeds: Mapping[str, np.ndarray], config: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Model-shaped inputs as the deployment's inference API takes them: an input the config reshapes
+    (`reshape: { shape: [ ] }`) is sent in its `dims` (`[batch] → [batch, 1]`)."""
+    return {name: _reshaped(array, _api_dims(config, "input", name), config) for name, array in feeds.items()}
+
+
+def from_served(outputs: Mapping[str, np.ndarray], config: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The inference API's outputs in the model's shapes: an output the config reshapes comes back as the
+    model made it (`[batch, 1] → [batch]`)."""
+    return {name: _reshaped(array, _model_dims(config, "output", name), config) for name, array in outputs.items()}
+
+
+def _entry(config: Mapping[str, Any], kind: str, name: str) -> Mapping[str, Any] | None:
+    return next((e for e in config.get(kind, []) if e.get("name") == name), None)
+
+
+def _api_dims(config: Mapping[str, Any], kind: str, name: str) -> list[int] | None:
+    entry = _entry(config, kind, name)
+    return [int(d) for d in entry.get("dims", [])] if entry is not None and "reshape" in entry else None
+
+
+def _model_dims(config: Mapping[str, Any], kind: str, name: str) -> list[int] | None:
+    entry = _entry(config, kind, name)
+    # the JSON form drops an empty repeated field: `reshape: { shape: [ ] }` reads as `"reshape": {}`
+    return [int(d) for d in entry["reshape"].get("shape", [])] if entry is not None and "reshape" in entry else None
+
+
+def _reshaped(array: np.ndarray, dims: list[int] | None, config: Mapping[str, Any]) -> np.ndarray:
+    if dims is None:
+        return array
+    batched = int(config.get("max_batch_size", 0)) > 0
+    return array.reshape((array.shape[0], *dims) if batched else tuple(dims))
 
 
 @dataclass(frozen=True)
