@@ -1,5 +1,7 @@
 """Planted defects must be localised to the right module; the clean model passes."""
 
+import json
+
 import numpy as np
 import onnx
 import pytest
@@ -185,3 +187,23 @@ def test_a_defect_on_that_sample_alone_still_fails_with_its_own_rounding_measure
     assert result.verdict.status == "fail"
     assert "outputs_match.linear_1" in {c.name for c in result.verdict.failed_checks}
     assert result.verdict.details["rounding"]["outputs"]["failed_and_grounded"] == [OFFSET_SAMPLE]
+
+
+@pytest.mark.parametrize(("limit", "passes"), [pytest.param(0.5, True, id="limit-0.5"),
+                                               pytest.param(1.0, None, id="limit-1.0")])
+def test_the_int8_agreement_limit_is_stated_on_the_command_line(parity_model, tmp_path, limit, passes):
+    """parity --int8 judges the same top-1 agreement as calibrate, with a limit the user states; the verdict
+    says what its sample count can resolve."""
+    from skewgate.cli import main
+
+    int8 = quantize(parity_model["onnx"], tmp_path / "q.int8.onnx", parity_model["inputs"])
+    code = main(["parity", "--torch", str(parity_model["pt2"]), "--onnx", str(parity_model["onnx"]),
+                 "--int8", str(int8), "--inputs", str(parity_model["inputs"]), "--min-top1-agreement", str(limit),
+                 "--report", str(tmp_path / "p.json")])
+    check = next(c for c in json.loads((tmp_path / "p.json").read_text())["checks"]
+                 if c["name"] == "int8.top1_agreement")
+    assert check["limit"] == limit
+    assert check["passed"] == (check["value"] >= limit)
+    if passes:
+        assert check["passed"] and code == 0
+    assert "40 samples resolve a change of 7.22%" in check["detail"]

@@ -36,6 +36,7 @@ from skewgate.common.compare import Tolerance
 from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.resolution import describe as describe_resolution
 from skewgate.common.runtime import session
 from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
 
@@ -152,7 +153,8 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
     int8_coverage = coverage(written, macs_per_node(model, {k: v[:1] for k, v in feeds.items()}))
 
     tensors = _tensor_rows(found, first_view.uncovered, options)
-    checks += _checks(final, excluded, tensors, trials, int8_coverage, options, seven_bit=seven_bit)
+    checks += _checks(final, excluded, tensors, trials, int8_coverage, options, seven_bit=seven_bit,
+                      eval_samples=len(next(iter(feeds.values()))))
     details = CalibrateDetails(
         method=options.method, samples=samples, memory_estimate_mib=found.memory_estimate / 2**20,
         equalization=tuple(found.rescaled), excluded_nodes=tuple(excluded), reduce_range=seven_bit,
@@ -311,7 +313,8 @@ def _abs_quantile(hist: collect.Histogram, q: float) -> float:
 
 
 def _checks(final: Evaluation, excluded: list[str], tensors: list[dict[str, Any]], trials: list[dict[str, Any]],
-            int8_coverage: dict[str, Any], options: CalibrateOptions, *, seven_bit: bool) -> list[Check]:
+            int8_coverage: dict[str, Any], options: CalibrateOptions, *, seven_bit: bool,
+            eval_samples: int) -> list[Check]:
     measure = "accuracy drop" if final.accuracy_fp32 is not None else "top-1 disagreement with FP32"
     kept = f"; kept in FP32: {', '.join(excluded)}" if excluded else ""
     kept += "; 7-bit weights (reduce_range)" if seven_bit else ""
@@ -320,6 +323,9 @@ def _checks(final: Evaluation, excluded: list[str], tensors: list[dict[str, Any]
         detail += f" (FP32 {final.accuracy_fp32:.4f}, INT8 {final.accuracy_int8:.4f})"
     if "kl_divergence" in final.logits:
         detail += f"; top-1 agreement {final.logits['top1_agreement']:.4f}, KL {final.logits['kl_divergence']:.4g}"
+        # what the eval set can resolve, stated as parity states it for the same quantity (common/resolution.py)
+        flips = round((1.0 - final.logits["top1_agreement"]) * eval_samples)
+        detail += "; top-1 " + describe_resolution(flips, eval_samples, options.max_accuracy_drop)
     within = options.budget().met(final.drop)
     if not within and len(trials) > 1:
         detail += "; tried: " + "; ".join(f"{t['tried']} → {t['drop']:.4f}" for t in trials[1:])

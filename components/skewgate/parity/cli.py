@@ -54,6 +54,16 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="samples per model call (default: %(default)s)")
     parser.add_argument("--max-samples", type=int, default=_DEFAULTS.max_samples,
                         help="compare the first this many samples of --inputs (default: %(default)s)")
+    limits = parser.add_argument_group("INT8 limits (with --int8; a policy bounds them as every setting)")
+    limits.add_argument("--min-top1-agreement", type=float, default=_DEFAULTS.min_top1_agreement,
+                        help="INT8's argmax equals FP32's on at least this share of samples: calibrate's "
+                             "--max-accuracy-drop as an agreement, 1 - budget (default: %(default)s)")
+    limits.add_argument("--max-kl-divergence", type=float, default=_DEFAULTS.max_kl_divergence,
+                        help="softmax KL(FP32 || INT8) at most (default: %(default)s)")
+    limits.add_argument("--min-output-sqnr-db", type=float, default=_DEFAULTS.min_output_sqnr_db,
+                        help="INT8 vs FP32 SQNR of each final output at least, dB (default: %(default)s)")
+    limits.add_argument("--min-layer-sqnr-db", type=float, default=_DEFAULTS.min_layer_sqnr_db,
+                        help="INT8 intermediates below this SQNR diverge, dB (default: %(default)s)")
     add_common_args(parser)
     return parser
 
@@ -65,7 +75,9 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
                             triton_protocol=args.triton_protocol,
                             triton_deadline_s=args.triton_deadline, fp16_cuda=args.fp16_cuda,
                             stream_onnx=args.stream_onnx, states=parse_states(args.state),
-                            initial_state=args.initial_state,
+                            initial_state=args.initial_state, min_top1_agreement=args.min_top1_agreement,
+                            max_kl_divergence=args.max_kl_divergence, min_output_sqnr_db=args.min_output_sqnr_db,
+                            min_layer_sqnr_db=args.min_layer_sqnr_db,
                             plot_name="", html_name="")  # logged under the files' own names
     result = run(torch_model=args.torch, onnx=args.onnx, inputs=args.inputs, int8=args.int8,
                   fp16=args.fp16 if isinstance(args.fp16, bool) else Path(args.fp16), fp16_out=args.fp16_out,

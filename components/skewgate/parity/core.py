@@ -28,6 +28,8 @@ from skewgate.common.error_stats import RunningError, logit_agreement
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.layers import OnnxValue, TorchRecorder, onnx_values, quantized_counterparts, with_intermediates
+from skewgate.common.resolution import describe as describe_resolution
+from skewgate.common.resolution import smallest_resolvable
 from skewgate.common.rounding import MAX_GROUNDED, REFERENCE_SAMPLES, Rounding, first_samples, measure, take_samples
 from skewgate.common.runtime import run_by_name, session
 from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
@@ -536,10 +538,14 @@ def _int8_checks(finals: dict[str, RunningError], kept: dict[str, list[np.ndarra
     reference, candidate = np.concatenate(kept["fp32"]), np.concatenate(kept["int8"])
     if reference.ndim >= 2 and reference.shape[-1] > 1:  # classifier-shaped output: judge the logits
         metrics = logit_agreement(reference, candidate)
+        flips = int(np.count_nonzero(reference.argmax(-1) != candidate.argmax(-1)))
+        positions = reference.size // reference.shape[-1]
+        metrics["smallest_resolvable"] = smallest_resolvable(positions)
         checks.append(Check("int8.top1_agreement", passed=metrics["top1_agreement"] >= options.min_top1_agreement,
                             value=metrics["top1_agreement"], limit=options.min_top1_agreement,
                             detail=f"argmax equal on {metrics['top1_agreement']:.1%} of samples; top-1/top-2 gap "
-                                   f"shrank by {metrics['gap_shrinkage']:.3f}"))
+                                   f"shrank by {metrics['gap_shrinkage']:.3f}; top-1 "
+                                   + describe_resolution(flips, positions, 1.0 - options.min_top1_agreement)))
         checks.append(Check("int8.kl_divergence", passed=metrics["kl_divergence"] <= options.max_kl_divergence,
                             value=metrics["kl_divergence"], limit=options.max_kl_divergence,
                             detail=f"softmax KL(FP32 ‖ INT8); entropy shift {metrics['entropy_shift']:+.3f} nats"))
