@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -166,6 +166,20 @@ def float64_module(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
             node.args = tuple(widen(a) for a in node.args)
             node.kwargs = {k: widen(v) for k, v in node.kwargs.items()}
     wide.recompile()
+    # An op that makes a float from integers without naming a dtype (sqrt of an int64 position, true division)
+    # takes torch's default dtype: float32 there, float64 here, or the copy narrows back (deberta's relative
+    # positions did, and its `_assert_tensor_metadata(dtype=float64)` refused the float32 it met)
+    narrow_forward = wide.forward
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            return narrow_forward(*args, **kwargs)
+        finally:
+            torch.set_default_dtype(previous)
+
+    wide.forward = forward
     return wide
 
 
