@@ -14,13 +14,14 @@ samples the float64 run saw.
 Which samples it sees: the first `REFERENCE_SAMPLES`; then, while only samples it has not seen fail, the worst
 of those (`to_ground`, up to `MAX_GROUNDED` in all), judging again each time. So a check fails because some
 sample is out of tolerance with its own rounding measured (or, past `MAX_GROUNDED`, with that of the
-`MAX_GROUNDED` samples that failed worst): one sample whose rounding is 13× the first four's (LR-ASPP's sixth)
-is grounded, not failed, and a planted defect fails on the first samples grounded. A float64 run of every sample would
-cost about 3× a PyTorch forward (resnet18: float64 convolutions have no fast kernel); a healthy model pays for
-the first four only. The floor is
-the tolerance used without a reference (dtype defaults for outputs, parity's layer tolerance for intermediates),
-so grounding only ever loosens where the model's own rounding says so. A planted defect (a tanh GELU, one
-corrupted weight, BatchNorm statistics) moves values by orders of magnitude more than rounding does.
+`MAX_GROUNDED` samples that failed worst): one sample whose rounding is 13× the first four's (LR-ASPP's sample
+6) is grounded, not failed, and a planted defect fails on the first samples grounded. A float64 run of every
+sample would cost about 3× a PyTorch forward (resnet18: float64 convolutions have no fast kernel); a healthy
+model pays for the first four only.
+
+The floor is the tolerance used without a reference (dtype defaults for outputs, parity's layer tolerance for
+intermediates), so grounding only ever loosens where the model's own rounding says so. A planted defect (a tanh
+GELU, one corrupted weight, BatchNorm statistics) moves values by orders of magnitude more than rounding does.
 
 Where the float64 run is impossible (an op with no float64 kernel) or does not measure rounding (PyTorch FP32
 and float64 differ by more than `MAX_ROUNDING` of the value's magnitude: random ops such as active dropout, or

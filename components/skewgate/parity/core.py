@@ -230,7 +230,6 @@ class _Grounding:
     tols: dict[str, Tolerance]  # final output → its tolerance
     explicit_layer_tolerance: Tolerance | None
     counterparts: Mapping[str, str]  # FP32 value → program node (`layers_rounding` is by program node)
-
     explicit_tolerances: Mapping[str, Tolerance]  # final output → the tolerance the user gave
 
     def layer_tolerance(self, value: str) -> Tolerance:
