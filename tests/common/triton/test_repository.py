@@ -66,3 +66,10 @@ def test_clients_send_and_read_the_served_shapes():
                  "input": [{"name": "ids", "dims": [5, 1], "reshape": {"shape": [5]}}]}
     assert to_served({"ids": ids}, unbatched)["ids"].shape == (5, 1)
     assert to_served({"x": ids}, ID_CONFIG)["x"] is ids  # not in the config's reshapes: as given
+
+
+def test_a_served_output_of_another_size_is_left_for_the_comparison_to_report():
+    """A server answering [batch, 2] for an output the config says is [batch, 1]: not reshaped, not a crash;
+    the shape mismatch then fails `outputs_match`."""
+    odd = np.zeros((5, 2), np.float32)
+    assert from_served({"score": odd}, ID_CONFIG)["score"] is odd

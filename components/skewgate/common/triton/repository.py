@@ -133,10 +133,13 @@ def _model_dims(config: Mapping[str, Any], kind: str, name: str) -> list[int] | 
 
 
 def _reshaped(array: np.ndarray, dims: list[int] | None, config: Mapping[str, Any]) -> np.ndarray:
+    """`array` in `dims` per sample; as it is where it does not hold that many values (a server answering
+    another shape: the comparison then reports the shapes, never a crash or a reshaped pass)."""
     if dims is None:
         return array
     batched = int(config.get("max_batch_size", 0)) > 0
-    return array.reshape((array.shape[0], *dims) if batched else tuple(dims))
+    shape = (array.shape[0] if array.ndim else 1, *dims) if batched else tuple(dims)
+    return array.reshape(shape) if -1 not in dims and array.size == np.prod(shape, dtype=np.int64) else array
 
 
 @dataclass(frozen=True)
