@@ -44,7 +44,7 @@ def tiny(tmp_path):
 
 
 def test_publishes_the_files_and_the_tables_under_their_names(tiny, tmp_path):
-    step_run, options = FakeStepRun(), CalibrateOptions(max_accuracy_drop=1.0)
+    step_run, options = FakeStepRun(), CalibrateOptions(max_accuracy_drop=1.0, min_top1_agreement=0.0)
     result = calibrate(**tiny, options=options)
     publish(result, step_run, plot=tmp_path / "h.png", html=tmp_path / "r.html", options=options)
     verdict = result.verdict

@@ -6,12 +6,13 @@ import numpy as np
 import onnx
 import pytest
 
-from skewgate.common.error_stats import RunningError, logit_agreement
+from skewgate.common.compare import Tolerance
+from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import BackendError, InputError
 from skewgate.common.layers import OnnxValue
 from skewgate.common.processes import free_port
 from skewgate.export.core import export_model
-from skewgate.parity.core import ParityOptions, first_divergence, parity
+from skewgate.parity.core import ParityOptions, _int8_checks, first_divergence, parity
 from tests.parity.models import plant, quantize
 from tests.support.rounding_model import OFFSET_SAMPLE, save_offset_model, shift_first_row
 
@@ -66,7 +67,8 @@ def test_int8_with_one_badly_calibrated_layer_is_localised(parity_model, tmp_pat
     good = quantize(parity_model["onnx"], tmp_path / "good.int8.onnx", parity_model["inputs"])
     clean = _run(parity_model, parity_model["onnx"], int8=good)
     assert clean.verdict.status == "pass", clean.verdict.message
-    assert clean.verdict.details["int8_logits"]["top1_agreement"] >= 0.95
+    assert clean.verdict.details["int8_agreement"]["top1_agreement"] >= 0.95
+    assert clean.verdict.details["int8_agreement"]["task"] == "classification"
     broken = quantize(parity_model["onnx"], tmp_path / "bad.int8.onnx", parity_model["inputs"], break_value="relu")
     result = _run(parity_model, parity_model["onnx"], int8=broken)
     assert result.verdict.status == "fail"
@@ -140,13 +142,33 @@ def test_first_divergence_skips_errors_inherited_from_upstream():
     assert first_divergence(values, {"a": error(False)}, lambda e: not e.ok) is None
 
 
-def test_logit_metrics_see_compressed_logits():
-    logits = np.array([[4.0, 1.0, 0.0], [0.0, 3.0, 2.9]])
-    assert logit_agreement(logits, logits)["top1_agreement"] == 1.0
-    squashed = logit_agreement(logits, logits * 0.2)
-    assert squashed["gap_shrinkage"] > 0 and squashed["entropy_shift"] > 0 and squashed["kl_divergence"] > 0
-    flipped = logit_agreement(logits, np.array([[4.0, 1.0, 0.0], [0.0, 2.9, 3.0]]))
-    assert flipped["top1_agreement"] == 0.5
+def int8_checks(reference, candidate, **options):
+    """`_int8_checks` on one output held in two batches, as parity streams it."""
+    err = RunningError(Tolerance(0.0, 0.0))
+    err.update(candidate, reference, np.random.default_rng(0))
+    kept = {"fp32": [reference[:1], reference[1:]], "int8": [candidate[:1], candidate[1:]]}
+    checks, figures = _int8_checks({"out": err}, kept, ParityOptions(**options), probabilities=False)
+    return {c.name: c for c in checks}, figures
+
+
+def test_int8_segmentation_is_judged_per_pixel_over_axis_1():
+    logits = np.random.default_rng(0).normal(size=(2, 5, 4, 6)).astype(np.float32)
+    changed = logits.copy()
+    changed[0, :, 0, 0] = -changed[0, :, 0, 0]  # one pixel's argmax moves
+    checks, figures = int8_checks(logits, changed, min_top1_agreement=0.98)
+    assert (figures["task"], figures["class_axis"]) == ("segmentation", 1)
+    assert checks["int8.top1_agreement"].value == pytest.approx(47 / 48) and not checks["int8.top1_agreement"].passed
+    assert "47 of 48 positions kept" in checks["int8.top1_agreement"].detail and figures["miou"] < 1
+    assert int8_checks(logits, changed, min_top1_agreement=0.97)[0]["int8.top1_agreement"].passed
+
+
+def test_int8_regression_declared_is_judged_by_its_error_and_has_no_kl():
+    values = np.linspace(0, 1, 64, dtype=np.float32).reshape(32, 2)
+    checks, figures = int8_checks(values, values + np.float32(0.001), task="regression")
+    assert figures["task"] == "regression" and checks["int8.error_agreement"].passed
+    assert "int8.kl_divergence" not in checks and "int8.top1_agreement" not in checks
+    worse, _ = int8_checks(values, values + np.float32(0.1), task="regression")
+    assert not worse["int8.error_agreement"].passed  # 0.1 is 34% of the spread (0.29)
 
 
 def test_error_reservoir_is_bounded():

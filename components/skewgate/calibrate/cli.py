@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import get_args
 
 from skewgate.calibrate.run import CalibrateOptions, run
-from skewgate.common.cli_support import add_common_args, describe, finish_cli, tracking_options
+from skewgate.common.cli_support import (
+    add_common_args,
+    add_output_task_args,
+    describe,
+    finish_cli,
+    output_task_options,
+    tracking_options,
+)
 
 _DEFAULTS = CalibrateOptions()
 
@@ -36,6 +43,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="range per tensor (default: auto, the least expected quantisation error)")
     parser.add_argument("--max-accuracy-drop", type=float, default=_DEFAULTS.max_accuracy_drop,
                         help="budget: accuracy points with labels, else top-1 disagreement (default: %(default)s)")
+    add_output_task_args(parser.add_argument_group(
+        "how the INT8 outputs are judged (as parity --int8 judges them; a policy bounds them as every setting)"),
+        _DEFAULTS)
     parser.add_argument("--max-fallback-layers", type=int, default=_DEFAULTS.max_fallback_layers,
                         help="most candidates (layers, op groups, 7-bit weights) tried while chasing the budget "
                              "(default: %(default)s)")
@@ -62,6 +72,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
                                min_int8_mac_share=args.min_int8_mac_share,
                                min_calibration_samples=args.min_calibration_samples,
                                equalize=not args.no_equalize, per_channel=not args.per_tensor_weights,
+                               **output_task_options(args),
                                plot_name="", html_name="")  # logged under the files' own names
     result = run(onnx=args.onnx, calibration=args.calibration, eval_data=args.eval_data, out=args.out,
                   labels=args.labels, plot=args.plot, html=args.html, options=options,

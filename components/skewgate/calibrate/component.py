@@ -19,6 +19,9 @@ def calibrate_op(
     histograms: dsl.Output[dsl.Artifact],
     method: str = "auto",
     max_accuracy_drop: float = 0.01,
+    min_top1_agreement: float = 0.99,
+    task: str = "auto",
+    class_axis: str = "",
     tracking_uri: str = "",
     experiment: str = "skewgate",
     pipeline_run_id: str = "",
@@ -40,6 +43,10 @@ def calibrate_op(
         histograms: Activation histograms of the calibration (PNG).
         method: Calibration method: auto, minmax, percentile, entropy or mse.
         max_accuracy_drop: Largest top-1 accuracy drop of the INT8 model (0.01 = 1 point).
+        min_top1_agreement: Smallest share of samples (pixels for segmentation) the INT8 model leaves unharmed,
+            as parity judges it.
+        task: What the outputs are: auto, classification, segmentation, embedding or regression.
+        class_axis: The class axis of a classification or segmentation output (empty: inferred).
         tracking_uri: MLflow tracking URI where the step logs its run and verdict (empty: no MLflow).
         experiment: MLflow experiment of the step's run.
         pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
@@ -49,13 +56,16 @@ def calibrate_op(
     from skewgate.calibrate.int8.ranges import Method
     from skewgate.calibrate.run import CalibrateOptions, run
     from skewgate.common.kfp_io import finish
+    from skewgate.common.output_tasks import Task
     from skewgate.common.recording import TrackingOptions
 
     # A KFP parameter is a plain string: `calibrate()` checks it is a `Method` before anything else (an
     # InputError, recorded as the step's error verdict).
     result = run(onnx=onnx_model.path, calibration=calibration_data.path, eval_data=eval_data.path,
                  out=int8_model.path, plot=histograms.path, html=html_report.path,
-                 options=CalibrateOptions(method=cast(Method, method), max_accuracy_drop=max_accuracy_drop),
+                 options=CalibrateOptions(method=cast(Method, method), max_accuracy_drop=max_accuracy_drop,
+                                          min_top1_agreement=min_top1_agreement, task=cast(Task, task),
+                                          class_axis=int(class_axis) if class_axis else None),
                  tracking=TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id))
     int8_model.metadata["format"] = "onnx-qdq-int8"
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

@@ -36,6 +36,7 @@ from skewgate.common.compare import Tolerance
 from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.output_tasks import Agreement
 from skewgate.common.resolution import describe as describe_resolution
 from skewgate.common.runtime import session
 from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
@@ -85,7 +86,7 @@ class CalibrateDetails:
     judged: str
     judged_on: Mapping[str, Any]  # ORT version, provider, VNNI (integer kernels differ by CPU)
     accuracy: Accuracy
-    logits: Mapping[str, float]  # the first classifier output's agreement figures
+    logits: Mapping[str, float | None]  # the first output with classes: its agreement figures
     outputs: Mapping[str, Mapping[str, float | None]]
     unfused_drop: UnfusedDrop
     int8_coverage: Mapping[str, Any]
@@ -132,7 +133,9 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
     out = Path(out)
     # The figures that gate come from model files in default sessions (see evaluate.py): the FP32 reference
     # once per run, from the file given, for every trial; each INT8 candidate from the file written.
-    ref = reference(onnx, model, feeds, truth, batch_size=options.batch_size, source=labels or eval_data)
+    ref = reference(onnx, model, feeds, truth, batch_size=options.batch_size, source=labels or eval_data,
+                    task=options.task, class_axis=options.class_axis, min_cosine=options.min_cosine_similarity,
+                    max_error=options.max_regression_error)
     # the diagnostic view compares with the model that was calibrated: its tensors are the ones the ranges
     # describe, and its function is the original's (checked above when it was rescaled)
     fp32_side = Fp32Side(target, feeds, batch_size=options.batch_size)
@@ -142,7 +145,7 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
     first_view = layerwise(fp32_side, load_onnx(out), ref, ranges=pairs_of_ranges)
     trials = [trial_row(0, [], first_eval, tried="nothing (every op the quantiser handles)", kept=True)]
     best = BestTrial(first_eval)
-    if not options.budget().met(first_eval.drop):
+    if not options.budget().met(first_eval):
         best = budget_loop(quantizer, ref, feeds, first_eval, first_view, out, trials, options.budget())
     final, excluded, seven_bit, view = best.result, best.excluded, best.reduce_range, first_view
     written = load_onnx(out)
@@ -259,8 +262,9 @@ def _labels(path: str | Path | None, arrays: dict[str, np.ndarray], eval_data: s
         found, source = arrays["labels"], eval_data
     else:
         return None
-    if found.ndim != 1 or found.shape[0] != samples or found.dtype.kind not in "iu":
-        raise InputError(source, field="labels", expected=f"{samples} integer class indices (one per eval sample)",
+    if found.ndim < 1 or found.shape[0] != samples or found.dtype.kind not in "iu":
+        raise InputError(source, field="labels", expected=f"integer class indices for {samples} eval samples (one "
+                         "per sample, or one per pixel: N×H×W)",
                          found=f"{found.dtype}{list(found.shape)}")
     return found
 
@@ -302,6 +306,20 @@ def _tensor_rows(found: Calibration, uncovered: dict[str, float], options: Calib
     return rows
 
 
+def _task_figures(judged: Agreement) -> str:
+    """The figures beside the agreement that a reader of this task looks at."""
+    f = judged.figures
+    if judged.task == "embedding":
+        text = f"cosine mean {f['cosine_mean']:.4f}, worst {f['cosine_min']:.4f}"
+        return text + (f", {f['neighbour_agreement']:.1%} of nearest neighbours kept" if "neighbour_agreement" in f
+                       else "")
+    if judged.task == "regression":
+        return f"R² vs FP32 {f['r2']:.4f}, worst error {f['max_relative_error']:.3g} of the spread" \
+            if f["r2"] is not None else "non-finite values"
+    text = f"KL {f['kl_divergence']:.4g}; top-1 probability {-(f['confidence_drop'] or 0.0):+.3f} on average"
+    return text + (f"; mIoU vs FP32 {f['miou']:.4f}" if "miou" in f else "")
+
+
 def _abs_quantile(hist: collect.Histogram, q: float) -> float:
     """|x| quantile from the histogram; values beyond its range count at its edges."""
     centres = np.abs(hist.centres)
@@ -315,27 +333,32 @@ def _abs_quantile(hist: collect.Histogram, q: float) -> float:
 def _checks(final: Evaluation, excluded: list[str], tensors: list[dict[str, Any]], trials: list[dict[str, Any]],
             int8_coverage: dict[str, Any], options: CalibrateOptions, *, seven_bit: bool,
             eval_samples: int) -> list[Check]:
-    measure = "accuracy drop" if final.accuracy_fp32 is not None else "top-1 disagreement with FP32"
+    judged = final.worst
+    assert judged is not None  # every output has a task (common/output_tasks.py)
+    harmed = f"share of positions harmed ({judged.harm}, {judged.task})"
+    measure = "accuracy drop" if final.accuracy_fp32 is not None else harmed
     kept = f"; kept in FP32: {', '.join(excluded)}" if excluded else ""
     kept += "; 7-bit weights (reduce_range)" if seven_bit else ""
     detail = f"{measure} {final.drop:.4f} of the written file as deployed, after {len(trials)} trial(s){kept}"
     if final.accuracy_fp32 is not None:
         detail += f" (FP32 {final.accuracy_fp32:.4f}, INT8 {final.accuracy_int8:.4f})"
     if "kl_divergence" in final.logits:
-        detail += f"; top-1 agreement {final.logits['top1_agreement']:.4f}, KL {final.logits['kl_divergence']:.4g}"
-        # what the eval set can resolve, stated as parity states it for the same quantity (common/resolution.py)
-        flips = round((1.0 - final.logits["top1_agreement"]) * eval_samples)
-        detail += "; top-1 " + describe_resolution(flips, eval_samples, options.max_accuracy_drop)
-    within = options.budget().met(final.drop)
-    if not within and len(trials) > 1:
+        detail += f"; KL {final.logits['kl_divergence']:.4g}"
+    budget = options.budget()
+    if not budget.met(final) and len(trials) > 1:
         detail += "; tried: " + "; ".join(f"{t['tried']} → {t['drop']:.4f}" for t in trials[1:])
-    elif not within:
+    elif not budget.met(final):
         detail += "; nothing tried in FP32 (no candidate, or --max-fallback-layers 0)"
-    if not final.logits and final.accuracy_fp32 is None:  # nothing to count top-1 on: not a pass by default
-        within, detail = False, (f"no output has a class axis last (outputs: {', '.join(final.outputs)}); top-1 "
-                                 "cannot be judged")
-    checks = [Check("accuracy_drop", passed=within, value=final.drop, limit=options.max_accuracy_drop,
-                    detail=detail)]
+    checks = [Check("accuracy_drop", passed=final.drop <= options.max_accuracy_drop + 1e-9, value=final.drop,
+                    limit=options.max_accuracy_drop, detail=detail)]
+    # the limit `parity --int8` judges, from the same code (common/output_tasks.py), with what the eval set can
+    # resolve stated as parity states it (common/resolution.py)
+    checks.append(Check(judged.check, passed=judged.agreement >= options.min_top1_agreement - 1e-9,
+                        value=judged.agreement, limit=options.min_top1_agreement,
+                        detail=f"{judged.task}: {judged.positions - judged.harmed} of {judged.positions} positions "
+                               f"kept ({judged.harm}: harmed); {_task_figures(judged)}; "
+                               + describe_resolution(judged.harmed, judged.positions,
+                                                     1.0 - options.min_top1_agreement)))
     checks.append(Check("int8_coverage", passed=int8_coverage["mac_share"] >= options.min_int8_mac_share,
                         severity="warn", value=int8_coverage["mac_share"], limit=options.min_int8_mac_share,
                         detail=describe(int8_coverage) + f" (limit {options.min_int8_mac_share:.0%})"))

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from skewgate.calibrate.int8.budget import Budget
     from skewgate.calibrate.int8.ranges import Method
     from skewgate.common.mlflow_log import StepRun
+    from skewgate.common.output_tasks import Task
 
 STEP = "calibrate"
 ARTIFACT_NAMES = ("plot_name", "html_name")  # how the pictures are logged, not how the model was judged
@@ -27,7 +28,13 @@ class CalibrateOptions:
     """Every default of `skewgate calibrate` and `calibrate_op` lives here (the files are `run`'s arguments)."""
 
     method: Method = "auto"  # a KFP parameter arrives as any string: `core.calibrate` checks it first
-    max_accuracy_drop: float = 0.01  # accuracy points with labels, else top-1 disagreement with FP32
+    max_accuracy_drop: float = 0.01  # accuracy points with labels, else the share of positions INT8 harmed
+    # the same agreement limit as `parity --int8` (common/output_tasks.py): top-1 for classes, else cosine/error
+    min_top1_agreement: float = 0.99
+    task: Task = "auto"  # per output: classification|segmentation|embedding|regression, or read from its shape
+    class_axis: int | None = None  # None: inferred (the labels' shape, else axis 1 of rank ≥ 4, else the last)
+    min_cosine_similarity: float = 0.99  # embedding: a sample below this cosine to FP32 is harmed
+    max_regression_error: float = 0.05  # regression: a value moved by more than this share of its spread is harmed
     max_fallback_layers: int = 8
     batch_size: int = 32
     min_calibration_samples: int = 32
@@ -44,7 +51,7 @@ class CalibrateOptions:
     def budget(self) -> Budget:
         from skewgate.calibrate.int8.budget import Budget
 
-        return Budget(self.max_accuracy_drop, self.max_fallback_layers, self.batch_size)
+        return Budget(self.max_accuracy_drop, self.min_top1_agreement, self.max_fallback_layers, self.batch_size)
 
     def judged_settings(self) -> dict[str, Any]:
         """What a verdict says it was judged with (`Verdict.judged_with`): every option but the artifact names."""

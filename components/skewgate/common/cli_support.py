@@ -13,6 +13,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from skewgate.common.errors import InputError
@@ -66,6 +67,33 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
                              "DSSE envelope is written beside --report as <stem>.intoto.jsonl")
     parser.add_argument("-q", "--quiet", action="store_true", help="only errors on stderr")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+
+
+def add_output_task_args(group: argparse._ActionsContainer, defaults: Any) -> None:
+    """How a candidate's outputs are judged against the reference's (common/output_tasks.py): the same flags,
+    defaults from the step's options, wherever a step judges INT8."""
+    from skewgate.common.output_tasks import TASKS
+
+    group.add_argument("--task", choices=TASKS, default=defaults.task,
+                       help="what the outputs are (default: %(default)s, read from each output's shape and values)")
+    group.add_argument("--class-axis", type=int, default=defaults.class_axis, metavar="AXIS",
+                       help="the class axis of a classification or segmentation output (default: from the labels' "
+                            "shape, else axis 1 of a rank-4 output, else the last)")
+    group.add_argument("--min-top1-agreement", type=float, default=defaults.min_top1_agreement,
+                       metavar="SHARE", help="the candidate keeps at least this share of positions unharmed: the "
+                       "argmax of a sample or pixel, an embedding's cosine, a regressor's error (default: "
+                       "%(default)s)")
+    group.add_argument("--min-cosine-similarity", type=float, default=defaults.min_cosine_similarity,
+                       help="embedding: a sample below this cosine to the reference is harmed (default: %(default)s)")
+    group.add_argument("--max-regression-error", type=float, default=defaults.max_regression_error,
+                       help="regression: a value moved by more than this share of its column's spread is harmed "
+                            "(default: %(default)s)")
+
+
+def output_task_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options `add_output_task_args` set, by their options' names."""
+    return {"task": args.task, "class_axis": args.class_axis, "min_top1_agreement": args.min_top1_agreement,
+            "min_cosine_similarity": args.min_cosine_similarity, "max_regression_error": args.max_regression_error}
 
 
 def configure_logging(*, quiet: bool = False, verbose: bool = False) -> None:

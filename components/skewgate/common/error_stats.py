@@ -113,27 +113,3 @@ def _energy(x: np.ndarray) -> float:
         return total
     wide = x[np.isfinite(x)].astype(np.float64)
     return float(np.dot(wide, wide))
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    exp = np.exp(shifted)
-    return np.asarray(exp / exp.sum(axis=-1, keepdims=True))
-
-
-def logit_agreement(reference: np.ndarray, candidate: np.ndarray) -> dict[str, float]:
-    """Quantisation damage on classifier outputs: top-1 agreement, KL(p_ref ‖ p_cand), the shift in softmax
-    entropy, and how much the top-1/top-2 probability gap shrank (compressed logits flip argmax)."""
-    p, q = softmax(reference.astype(np.float64)), softmax(candidate.astype(np.float64))
-    eps = 1e-12
-    kl = float(np.mean(np.sum(p * (np.log(p + eps) - np.log(q + eps)), axis=-1)))
-    entropy_p = -np.sum(p * np.log(p + eps), axis=-1)
-    entropy_q = -np.sum(q * np.log(q + eps), axis=-1)
-    top_p, top_q = np.sort(p, axis=-1)[..., -2:], np.sort(q, axis=-1)[..., -2:]
-    gap_p, gap_q = top_p[..., 1] - top_p[..., 0], top_q[..., 1] - top_q[..., 0]
-    return {
-        "top1_agreement": float(np.mean(reference.argmax(-1) == candidate.argmax(-1))),
-        "kl_divergence": kl,
-        "entropy_shift": float(np.mean(entropy_q - entropy_p)),
-        "gap_shrinkage": float(np.mean(gap_p - gap_q)),
-    }

@@ -109,10 +109,15 @@ ANY: tuple[Rule, Any] = ("any", True)  # the setting says what was judged (a lay
 # setting: a larger tolerance, budget or p99 loosens; a smaller alpha, SQNR floor or sample count loosens;
 # compare's wider interval (higher confidence) loosens, since it blocks only when the whole interval shows a
 # regression; Bonferroni is looser than Benjamini–Hochberg; a seed other than the default is a second draw.
+# how calibrate and parity judge an INT8 (or FP16) output: one criterion, one bound each; the task and class
+# axis describe the model (a wrong one is the user's statement, as `--ids` is in drift)
+INT8_JUDGEMENT: dict[str, Any] = {"min_top1_agreement": ("at_least", 0.99), "min_cosine_similarity": ("at_least", 0.99),
+                                  "max_regression_error": ("at_most", 0.05), "task": ANY, "class_axis": ANY}
 DEFAULT_BOUNDS: tuple[Bound, ...] = (
     *_bounds("export", {"max_samples": ("at_least", 64), "tolerances": ("equals", []),
                         "allow_pickle": ("equals", False), "states": ANY}),
     *_bounds("calibrate", {"max_accuracy_drop": ("at_most", 0.01), "max_fallback_layers": ("at_most", 8),
+                           **INT8_JUDGEMENT,
                            "min_calibration_samples": ("at_least", 32), "max_uncovered": ("at_most", 0.01),
                            "outlier_ratio": ("at_most", 10.0), "min_int8_mac_share": ("at_least", 0.8),
                            # how the INT8 file is made, which the budget then judges
@@ -130,7 +135,7 @@ DEFAULT_BOUNDS: tuple[Bound, ...] = (
                        "batch_rows": ANY, "feature_axes": ANY, "ids": ANY}),  # memory; the data's layout
     *_bounds("parity", {"tolerances": ("equals", {}), "layer_tolerance": ("equals", None),
                         "min_layer_sqnr_db": ("at_least", 20.0), "min_output_sqnr_db": ("at_least", 15.0),
-                        "min_top1_agreement": ("at_least", 0.99), "max_kl_divergence": ("at_most", 0.05),
+                        **INT8_JUDGEMENT, "max_kl_divergence": ("at_most", 0.05),
                         "max_samples": ("at_least", 256), "seed": ("equals", 0),
                         # what is compared (the pipeline runs layerwise; stream mode adds checks a stateful
                         # release requires), on what and where; deadlines bound waiting, not judging

@@ -9,7 +9,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from skewgate.common.cli_support import add_common_args, describe, finish_cli, tracking_options
+from skewgate.common.cli_support import (
+    add_common_args,
+    add_output_task_args,
+    describe,
+    finish_cli,
+    output_task_options,
+    tracking_options,
+)
 from skewgate.common.states import parse_states
 from skewgate.parity.run import ParityOptions, run
 
@@ -55,9 +62,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--max-samples", type=int, default=_DEFAULTS.max_samples,
                         help="compare the first this many samples of --inputs (default: %(default)s)")
     limits = parser.add_argument_group("INT8 limits (with --int8; a policy bounds them as every setting)")
-    limits.add_argument("--min-top1-agreement", type=float, default=_DEFAULTS.min_top1_agreement,
-                        help="INT8's argmax equals FP32's on at least this share of samples: calibrate's "
-                             "--max-accuracy-drop as an agreement, 1 - budget (default: %(default)s)")
+    add_output_task_args(limits, _DEFAULTS)  # calibrate's flags: one INT8 judgement (common/output_tasks.py)
     limits.add_argument("--max-kl-divergence", type=float, default=_DEFAULTS.max_kl_divergence,
                         help="softmax KL(FP32 || INT8) at most (default: %(default)s)")
     limits.add_argument("--min-output-sqnr-db", type=float, default=_DEFAULTS.min_output_sqnr_db,
@@ -75,7 +80,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
                             triton_protocol=args.triton_protocol,
                             triton_deadline_s=args.triton_deadline, fp16_cuda=args.fp16_cuda,
                             stream_onnx=args.stream_onnx, states=parse_states(args.state),
-                            initial_state=args.initial_state, min_top1_agreement=args.min_top1_agreement,
+                            initial_state=args.initial_state, **output_task_options(args),
                             max_kl_divergence=args.max_kl_divergence, min_output_sqnr_db=args.min_output_sqnr_db,
                             min_layer_sqnr_db=args.min_layer_sqnr_db,
                             plot_name="", html_name="")  # logged under the files' own names

@@ -24,6 +24,8 @@ def parity_op(
     triton_model: str = "",
     fp16: bool = False,
     layerwise: bool = True,
+    task: str = "auto",
+    class_axis: str = "",
     tracking_uri: str = "",
     experiment: str = "skewgate",
     pipeline_run_id: str = "",
@@ -51,16 +53,23 @@ def parity_op(
         triton_model: Model name on that Triton (required with `triton_url`).
         fp16: Also judge an FP16 conversion of the model and propose the nodes to keep in FP32.
         layerwise: Compare every intermediate layer, not only the outputs.
+        task: What the first output is, for the INT8 judgement: auto, classification, segmentation, embedding
+            or regression.
+        class_axis: The class axis of a classification or segmentation output (empty: inferred).
         tracking_uri: MLflow tracking URI where the step logs its run and verdict (empty: no MLflow).
         experiment: MLflow experiment of the step's run.
         pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
     """
+    from typing import cast
+
     from skewgate.common.kfp_io import finish
+    from skewgate.common.output_tasks import Task
     from skewgate.common.recording import TrackingOptions
     from skewgate.common.states import parse_states
     from skewgate.parity.run import ParityOptions, run
 
-    options = ParityOptions(layerwise=layerwise, stream_onnx=stream_onnx.path if stream_onnx else None,
+    options = ParityOptions(layerwise=layerwise, task=cast(Task, task), class_axis=int(class_axis) if class_axis else None,
+                            stream_onnx=stream_onnx.path if stream_onnx else None,
                             states=parse_states([states]), initial_state=initial_state.path if initial_state else None)
     result = run(torch_model=torch_model.path, onnx=onnx_model.path, int8=int8_model.path, inputs=eval_data.path,
                  triton_url=triton_url, triton_model=triton_model, fp16=fp16, plot=layer_plot.path,

@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 
 from skewgate.common.compare import Tolerance
-from skewgate.common.error_stats import RunningError, logit_agreement
+from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.layers import OnnxValue, TorchRecorder, onnx_values, quantized_counterparts, with_intermediates
+from skewgate.common.output_tasks import agreement, resolve
 from skewgate.common.resolution import describe as describe_resolution
 from skewgate.common.resolution import smallest_resolvable
 from skewgate.common.rounding import MAX_GROUNDED, REFERENCE_SAMPLES, Rounding, first_samples, measure, take_samples
@@ -57,8 +58,9 @@ class ParityDetails:
     # layer reports (coverage, first divergence) per judged pair
     torch_vs_fp32: dict[str, Any] | None = field(default=None, metadata=OMIT_IF_NONE)
     fp32_vs_int8: dict[str, Any] | None = field(default=None, metadata=OMIT_IF_NONE)
-    # top-1 agreement, KL, entropy shift, gap shrinkage of INT8 vs FP32 logits
-    int8_logits: dict[str, float] | None = field(default=None, metadata=OMIT_IF_NONE)
+    # INT8 vs FP32 on the first output as its task says: the task, its agreement and figures (KL, confidence
+    # compression, mIoU, cosine, R²…), the smallest change the sample count resolves
+    int8_agreement: dict[str, Any] | None = field(default=None, metadata=OMIT_IF_NONE)
     fp32_vs_fp16: dict[str, Any] | None = field(default=None, metadata=OMIT_IF_NONE)
     triton: str | None = field(default=None, metadata=OMIT_IF_NONE)  # why Triton was not compared
     stream: dict[str, Any] | None = field(default=None, metadata=OMIT_IF_NONE)  # STEP vs FULL, with --stream-onnx
@@ -365,7 +367,7 @@ class _Findings:
     pairs: list[str]  # the pairs judged
     reports: dict[str, Any] = field(default_factory=dict)  # pair → its layer report
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # pair → one row per matched value
-    int8_logits: dict[str, float] | None = None
+    int8_agreement: dict[str, Any] | None = None
     stream: dict[str, Any] | None = None
 
 
@@ -388,7 +390,10 @@ def _judge(setup: _Setup, streamed: _Streamed, *, fp16: str | Path | bool,
         found.rows[FP32], fp32_checks, found.reports[FP32] = _fp32_layer_report(setup, streamed, module_types)
         found.checks += fp32_checks
     if setup.backends.int8_model is not None:
-        int8_list, found.int8_logits = _int8_checks(finals[INT8], streamed.kept, options)
+        int8_list, found.int8_agreement = _int8_checks(
+            finals[INT8], streamed.kept, options,
+            probabilities=any(n.op_type == "Softmax" and loaded.outputs[0] in n.output
+                              for n in loaded.fp32_model.graph.node))
         found.checks += int8_list
         if options.layerwise:
             found.rows[INT8], int8_checks, found.reports[INT8] = _layer_report(
@@ -399,7 +404,10 @@ def _judge(setup: _Setup, streamed: _Streamed, *, fp16: str | Path | bool,
         from skewgate.parity.internals.fp16 import PAIR, Fp16Options, fp16_checks
 
         given = None if fp16 is True else fp16
-        fp16_options = Fp16Options(batch_size=options.batch_size, cuda=options.fp16_cuda)
+        fp16_options = Fp16Options(batch_size=options.batch_size, cuda=options.fp16_cuda,
+                                   min_top1_agreement=options.min_top1_agreement, task=options.task,
+                                   class_axis=options.class_axis, min_cosine_similarity=options.min_cosine_similarity,
+                                   max_regression_error=options.max_regression_error)
         fp16_list, found.reports[PAIR], found.rows[PAIR] = fp16_checks(loaded.fp32_model, given, loaded.feeds,
                                                                        fp16_options, write_fixed=fp16_out)
         found.checks += fp16_list
@@ -457,7 +465,7 @@ def _result(setup: _Setup, streamed: _Streamed, found: _Findings, timing: dict[s
                             finals={pair: {k: e.summary() for k, e in errs.items()}
                                     for pair, errs in streamed.finals.items()},
                             torch_vs_fp32=found.reports.get(FP32), fp32_vs_int8=found.reports.get(INT8),
-                            int8_logits=found.int8_logits, fp32_vs_fp16=found.reports.get("fp32_vs_fp16"),
+                            int8_agreement=found.int8_agreement, fp32_vs_fp16=found.reports.get("fp32_vs_fp16"),
                             triton=None if setup.backends.triton else "not compared: no Triton URL given",
                             stream=found.stream)
     return ParityResult(Verdict.from_checks(STEP, found.checks, subject=subject, details=details), found.rows)
@@ -528,28 +536,32 @@ def _describe(err: RunningError) -> str:
             f"{s['p99_abs']:.3g}, max rel {s['max_rel']:.3g}, worst/tolerance {err.worst_ratio:.3g}")
 
 
-def _int8_checks(finals: dict[str, RunningError], kept: dict[str, list[np.ndarray]], options: ParityOptions,
-                 ) -> tuple[list[Check], dict[str, float] | None]:
-    """INT8 vs FP32 on the final outputs, and the logit metrics when the first output looks like a classifier's."""
+def _int8_checks(finals: dict[str, RunningError], kept: dict[str, list[np.ndarray]], options: ParityOptions, *,
+                 probabilities: bool) -> tuple[list[Check], dict[str, Any]]:
+    """INT8 vs FP32 on the final outputs, and the first output judged as its task says — the judgement and the
+    limits calibrate uses (common/output_tasks.py). `probabilities`: that output is a Softmax's."""
     checks = [Check(f"int8.sqnr_db.{name}", passed=err.sqnr_db >= options.min_output_sqnr_db,
                     value=err.sqnr_db, limit=options.min_output_sqnr_db, detail=f"INT8 vs FP32: {_describe(err)}")
               for name, err in finals.items()]
     reference, candidate = np.concatenate(kept["fp32"]), np.concatenate(kept["int8"])
-    if reference.ndim >= 2 and reference.shape[-1] > 1:  # classifier-shaped output: judge the logits
-        metrics = logit_agreement(reference, candidate)
-        flips = int(np.count_nonzero(reference.argmax(-1) != candidate.argmax(-1)))
-        positions = reference.size // reference.shape[-1]
-        metrics["smallest_resolvable"] = smallest_resolvable(positions)
-        checks.append(Check("int8.top1_agreement", passed=metrics["top1_agreement"] >= options.min_top1_agreement,
-                            value=metrics["top1_agreement"], limit=options.min_top1_agreement,
-                            detail=f"argmax equal on {metrics['top1_agreement']:.1%} of samples; top-1/top-2 gap "
-                                   f"shrank by {metrics['gap_shrinkage']:.3f}; top-1 "
-                                   + describe_resolution(flips, positions, 1.0 - options.min_top1_agreement)))
-        checks.append(Check("int8.kl_divergence", passed=metrics["kl_divergence"] <= options.max_kl_divergence,
-                            value=metrics["kl_divergence"], limit=options.max_kl_divergence,
-                            detail=f"softmax KL(FP32 ‖ INT8); entropy shift {metrics['entropy_shift']:+.3f} nats"))
-        return checks, metrics
-    return checks, None
+    spec = resolve(reference, task=options.task, class_axis=options.class_axis, name=next(iter(finals)))
+    judged = agreement(reference, candidate, spec, probabilities=probabilities,
+                       min_cosine=options.min_cosine_similarity, max_error=options.max_regression_error)
+    figures = {"task": spec.task, "class_axis": spec.class_axis, "why": spec.why, **judged.figures,
+               "smallest_resolvable": smallest_resolvable(judged.positions)}
+    checks.append(Check(f"int8.{judged.check}", passed=judged.agreement >= options.min_top1_agreement,
+                        value=judged.agreement, limit=options.min_top1_agreement,
+                        detail=f"{spec.task} ({spec.why}): {judged.positions - judged.harmed} of {judged.positions} "
+                               f"positions kept ({judged.harm}: harmed); "
+                               + describe_resolution(judged.harmed, judged.positions,
+                                                     1.0 - options.min_top1_agreement)))
+    if "kl_divergence" in judged.figures:
+        kl = judged.figures["kl_divergence"] or 0.0
+        checks.append(Check("int8.kl_divergence", passed=kl <= options.max_kl_divergence, value=kl,
+                            limit=options.max_kl_divergence,
+                            detail=f"softmax KL(FP32 ‖ INT8); entropy shift {judged.figures['entropy_shift']:+.3f} "
+                                   f"nats; top-1/top-2 gap shrank by {judged.figures['gap_shrinkage']:.3f}"))
+    return checks, figures
 
 
 def _layer_report(pair: str, errors: dict[str, RunningError], values: dict[str, OnnxValue], outputs: list[str],

@@ -16,6 +16,7 @@ from skewgate.common.verdict import Verdict
 if TYPE_CHECKING:
     from skewgate.common.compare import Tolerance
     from skewgate.common.mlflow_log import StepRun
+    from skewgate.common.output_tasks import Task
     from skewgate.common.triton.client import Protocol
     from skewgate.parity.core import ParityResult
 
@@ -35,8 +36,13 @@ class ParityOptions:
     layer_tolerance: Tolerance | None = None  # None: each value's float64-grounded tolerance, floor LAYER_TOLERANCE
     min_layer_sqnr_db: float = 20.0  # INT8 intermediates below this diverge
     min_output_sqnr_db: float = 15.0
+    # INT8 vs FP32 as calibrate judges it (common/output_tasks.py): the share of positions kept, per task
     min_top1_agreement: float = 0.99
     max_kl_divergence: float = 0.05
+    task: Task = "auto"  # classification|segmentation|embedding|regression, or read from the output's shape
+    class_axis: int | None = None  # None: axis 1 of a rank-4 output, else the last
+    min_cosine_similarity: float = 0.99  # embedding: a sample below this cosine to FP32 is harmed
+    max_regression_error: float = 0.05  # regression: a value moved by more than this share of its spread is harmed
     triton_protocol: Protocol = "http"
     triton_deadline_s: float = 20.0  # per call to Triton, retries of a server that cannot be reached included
     seed: int = 0

@@ -13,12 +13,16 @@ from skewgate.calibrate.int8 import budget as budget_module
 from skewgate.calibrate.int8.budget import BestTrial, Budget, budget_loop, trial_row
 from skewgate.calibrate.int8.evaluate import Evaluation, Layerwise
 from skewgate.calibrate.int8.fallback import Candidate
+from skewgate.common.output_tasks import Agreement
 
 FIRST = 0.10  # the deployed drop of the model with nothing kept in FP32
 
 
-def evaluation(drop, **logits):
-    return Evaluation(drop=drop, accuracy_fp32=0.9, accuracy_int8=0.9 - drop, logits=logits, sha256=f"sha-{drop}")
+def evaluation(drop, agreement=None, **logits):
+    """An evaluation with labels; INT8 agrees with FP32 on 1 - drop of the samples unless `agreement` says."""
+    share = 1 - drop if agreement is None else agreement
+    return Evaluation(drop=drop, accuracy_fp32=0.9, accuracy_int8=0.9 - drop, logits=logits, sha256=f"sha-{drop}",
+                      worst=Agreement("classification", share, round((1 - share) * 1000), 1000, "argmax differs"))
 
 
 class FakeQuantizer:
@@ -86,7 +90,8 @@ def loop(monkeypatch, tmp_path):
         out.write_text(json.dumps({"excluded": [], "reduce_range": False, "first": True}))
         trials = [trial_row(0, [], evaluation(FIRST), tried="nothing", kept=True)]
         outcome = budget_loop(quantizer, "REF", {"x": "FEEDS"}, evaluation(FIRST), view, out, trials,
-                              Budget(max_drop=max_drop, max_candidates=max_candidates, batch_size=batch_size))
+                              Budget(max_drop=max_drop, min_agreement=1 - max_drop, max_candidates=max_candidates,
+                                     batch_size=batch_size))
         run.quantizer, run.offered, run.view = quantizer, offered, view
         return outcome, trials, judge, json.loads(out.read_text())
 
@@ -209,7 +214,27 @@ def test_trial_files_are_written_apart_from_out_and_removed(loop, tmp_path):
     pytest.param(0.01, -0.02, True, id="int8-better"),
 ])
 def test_the_budget_is_met_up_to_float_rounding(max_drop, drop, met):
-    assert Budget(max_drop=max_drop, max_candidates=5, batch_size=32).met(drop) is met
+    budget = Budget(max_drop=max_drop, min_agreement=0.0, max_candidates=5, batch_size=32)
+    assert budget.met(evaluation(drop)) is met
+
+
+@pytest.mark.parametrize("agreement, met", [
+    pytest.param(0.99, True, id="at-the-limit"),
+    pytest.param(0.9899, False, id="one-sample-in-10000-under"),
+    pytest.param(1.0, True, id="every-sample-agrees"),
+])
+def test_the_budget_holds_the_agreement_parity_judges_even_when_accuracy_holds(agreement, met):
+    # labels: accuracy did not drop (flips cancel out), but INT8 disagrees with FP32 on more samples than allowed
+    budget = Budget(max_drop=0.01, min_agreement=0.99, max_candidates=5, batch_size=32)
+    assert budget.met(evaluation(0.0, agreement)) is met
+    assert budget.shortfall(evaluation(0.0, agreement)) == pytest.approx(0.99 - agreement)
+
+
+def test_a_trial_that_brings_the_deciding_limit_closer_is_kept(loop):
+    # every trial within the accuracy budget; only the one that raises the agreement is kept
+    budget = Budget(max_drop=0.05, min_agreement=0.99, max_candidates=5, batch_size=32)
+    assert budget.shortfall(evaluation(0.0, 0.98)) < budget.shortfall(evaluation(0.0, 0.97))
+    assert budget.shortfall(evaluation(0.04, 0.995)) < budget.shortfall(evaluation(0.0, 0.98))
 
 
 def test_a_trial_row_holds_what_was_tried_and_its_figures():
@@ -218,7 +243,7 @@ def test_a_trial_row_holds_what_was_tried_and_its_figures():
                         logits={"top1_agreement": 0.97, "kl_divergence": 0.01, "other": 1.0})
     row = trial_row(3, excluded, result, tried="n2 on top of n1", kept=True, reduce_range=True)
     assert row == {"trial": 3, "tried": "n2 on top of n1", "excluded": ["n1", "n2"], "reduce_range": True,
-                   "kept": True, "drop": 0.02, "accuracy_fp32": 0.95, "accuracy_int8": 0.93,
+                   "kept": True, "drop": 0.02, "accuracy_fp32": 0.95, "accuracy_int8": 0.93, "agreement": 0.0,
                    "top1_agreement": 0.97, "kl_divergence": 0.01}
     excluded.append("n3")
     assert row["excluded"] == ["n1", "n2"]  # a copy: later trials extend their own lists

@@ -5,60 +5,62 @@ import onnx
 import pytest
 
 from skewgate.calibrate.int8 import evaluate
-from skewgate.calibrate.int8.evaluate import Fp32Side, Reference, agreement, compare, judge, layerwise, reference
+from skewgate.calibrate.int8.evaluate import Fp32Side, Reference, compare, judge, layerwise, reference
 from skewgate.calibrate.int8.quantize import quantize
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
+from skewgate.common.output_tasks import resolve
 from tests.calibrate import models
 
 
-def test_probabilities_are_compared_as_they_are():
-    p = np.array([[0.98, 0.01, 0.01], [0.2, 0.7, 0.1]])
-    q = np.array([[0.90, 0.05, 0.05], [0.2, 0.7, 0.1]])
-    as_probabilities = agreement(p, q, probabilities=True)
-    expected = np.mean([np.sum(p[0] * np.log(p[0] / q[0])), 0.0])
-    assert as_probabilities["kl_divergence"] == pytest.approx(expected, rel=1e-6)
-    # a second softmax over probabilities flattens them and understates the damage
-    assert agreement(p, q, probabilities=False)["kl_divergence"] < as_probabilities["kl_divergence"] / 10
-    assert as_probabilities["top1_agreement"] == 1.0
+def reference_of(names, outputs, labels=None, labelled=None):
+    specs = {n: resolve(o) for n, o in zip(names, outputs, strict=True)}
+    return Reference(names, outputs, frozenset(), labels, labelled, specs)
 
 
 def test_labels_score_the_first_classifier_output_and_disagreement_takes_the_worst():
     logits = np.array([[3.0, 0.0], [0.0, 3.0], [3.0, 0.0], [0.0, 3.0]])
-    other = np.array([[1.0, 0.0, 0.0]] * 4)
-    regression = np.ones((4, 1))
-    ref = Reference(["reg", "a", "b"], [regression, logits, other], frozenset(), None, None)
+    other = np.array([[1.0, 0.0, 0.0]] * 4)  # rows of unit norm, but one-hot: `auto` reads an embedding
+    regression = np.arange(4.0).reshape(4, 1)
+    ref = reference_of(["reg", "a", "b"], [regression, logits, other])
     flipped = logits.copy()
     flipped[0] = [0.0, 3.0]
     other_flipped = other.copy()
     other_flipped[:2] = [0.0, 1.0, 0.0]
-    result = compare(ref, {"reg": regression * 1.1, "a": flipped, "b": other_flipped})
-    assert ref.classifiers == ["a", "b"]
-    assert result.drop == 0.5  # output b: 2 of 4 disagree
-    assert result.logits["top1_agreement"] == 0.75  # the first classifier output's figures
-    assert result.outputs["reg"]["sqnr_db"] == pytest.approx(20.0)  # reported, not gated
-    labelled = Reference(ref.names, ref.outputs, frozenset(), np.array([0, 1, 0, 1]), "a")
+    result = compare(ref, {"reg": regression + 0.01, "a": flipped, "b": other_flipped})
+    assert [ref.specs[n].task for n in ref.names] == ["regression", "classification", "embedding"]
+    assert result.drop == 0.5  # output b: 2 of 4 samples moved away (cosine 0)
+    assert result.worst.task == "embedding" and result.agreement == 0.5
+    assert result.logits["top1_agreement"] == 0.75  # the first output with classes: its figures
+    assert result.outputs["reg"]["error_agreement"] == 1.0  # 0.01 of a spread of 1.1: within 5%
+    labelled = reference_of(ref.names, ref.outputs, np.array([0, 1, 0, 1]), "a")
     scored = compare(labelled, {"reg": regression, "a": flipped, "b": other_flipped})
     assert (scored.accuracy_fp32, scored.accuracy_int8, scored.drop) == (1.0, 0.75, 0.25)
 
 
-def test_no_classifier_output_scores_nothing():
-    ref = Reference(["reg"], [np.ones((4, 1))], frozenset(), None, None)
-    result = compare(ref, {"reg": np.ones((4, 1))})
-    assert result.logits == {} and result.drop == 0.0 and result.accuracy_fp32 is None
+@pytest.mark.parametrize("shift, drop", [
+    pytest.param(0.049, 0.0, id="just-within-5%-of-the-spread"),
+    pytest.param(0.051, 1.0, id="just-beyond-it"),
+])
+def test_a_regression_output_is_judged_by_its_error_against_its_spread(shift, drop):
+    values = np.linspace(0, 1, 101).reshape(-1, 1)  # spread (std) 0.2916
+    ref = reference_of(["reg"], [values])
+    result = compare(ref, {"reg": values + shift * values.std()})
+    assert result.logits == {} and result.accuracy_fp32 is None
+    assert result.drop == pytest.approx(drop) and result.worst.task == "regression"
 
 
-def test_each_trial_scores_only_the_candidate(monkeypatch):
-    """The FP32 side of the figures (top-1, distribution, accuracy) is derived once per run, not per trial."""
-    from skewgate.calibrate.int8 import evaluate
-
-    logits = np.array([[3.0, 0.0], [0.0, 3.0], [3.0, 0.0], [0.0, 3.0]])
-    ref = Reference(["a"], [logits], frozenset(), np.array([0, 1, 0, 1]), "a")
-    scored, real = [], evaluate.score
-    monkeypatch.setattr(evaluate, "score", lambda output, **kw: scored.append(output) or real(output, **kw))
-    results = [compare(ref, {"a": logits[::-1].copy()}) for _ in range(3)]
-    assert len(scored) == 1 + 3  # the FP32 output once, then each candidate
-    assert {(r.accuracy_fp32, r.accuracy_int8) for r in results} == {(1.0, 0.0)}
+def test_a_segmentation_output_is_scored_per_pixel_over_its_class_axis():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2, 5, 4, 6))  # N×C×H×W: the last axis is width, not classes
+    labels = logits.argmax(1)
+    ref = reference_of(["seg"], [logits], labels, "seg")
+    changed = logits.copy()
+    changed[0, :, 0, 0] = -changed[0, :, 0, 0]  # one pixel's classes reversed: its argmax moves
+    result = compare(ref, {"seg": changed})
+    assert ref.specs["seg"].class_axis == 1
+    assert result.accuracy_fp32 == 1.0 and result.accuracy_int8 == pytest.approx(1 - 1 / 48)
+    assert result.worst.positions == 48 and result.worst.harmed == 1
 
 
 # The model-file views, on a tiny MLP (tests/calibrate/models.py: x → mm1 → Relu → mm2 → y [→ Softmax → p]).
@@ -75,7 +77,7 @@ def tiny(tmp_path):
 def test_the_fp32_file_judged_against_its_own_reference_loses_nothing(tiny):
     path, model, data = tiny
     ref = reference(path, model, data, None, batch_size=32, source="eval.npz")
-    assert ref.names == ["y"] and ref.outputs[0].shape == (200, 3) and ref.classifiers == ["y"]
+    assert ref.names == ["y"] and ref.outputs[0].shape == (200, 3) and ref.specs["y"].task == "classification"
     result = judge(ref, path, data, batch_size=7)  # batching is not part of the answer
     assert result.drop == 0.0 and result.logits["top1_agreement"] == 1.0
     assert result.logits["kl_divergence"] == pytest.approx(0.0, abs=1e-9)
@@ -107,7 +109,8 @@ def test_softmax_outputs_are_marked_as_probabilities(tmp_path):
 
 def test_labels_need_an_output_with_a_class_axis(tmp_path):
     path = models.tiny_mlp(tmp_path / "reg.onnx", classes=1)
-    with pytest.raises(InputError, match=r"eval.npz: labels: expected a model output with a class axis last"):
+    with pytest.raises(InputError, match=r"eval.npz: labels: expected a model output with classes whose shape.*"
+                                         r"found labels \[4\]; outputs y \[4, 1\] \(regression\)"):
         reference(path, onnx.load(path), {"x": np.ones((4, 4), np.float32)}, np.zeros(4, np.int64), batch_size=2,
                   source="eval.npz")
 

@@ -24,12 +24,18 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Budget:
-    max_drop: float  # accuracy points with labels, else top-1 disagreement with FP32
+    max_drop: float  # accuracy points with labels, else the share of positions harmed (1 − agreement)
+    min_agreement: float  # the share of positions left unharmed, as `parity --int8` judges it
     max_candidates: int  # candidates probed on their own (layers, op groups, 7-bit weights)
     batch_size: int
 
-    def met(self, drop: float) -> bool:
-        return drop <= self.max_drop + 1e-9  # 2 of 200 samples is a drop of 0.01, not 0.010000000000000009
+    def shortfall(self, result: Evaluation) -> float:
+        """How far `result` is from the budget, in shares of the eval set (≤ 0: met): the worse of its two
+        limits, so that a trial is kept only if it brings the one that decides closer."""
+        return max(result.drop - self.max_drop, self.min_agreement - result.agreement)
+
+    def met(self, result: Evaluation) -> bool:
+        return self.shortfall(result) <= 1e-9  # 2 of 200 samples is a drop of 0.01, not 0.010000000000000009
 
 
 @dataclass
@@ -47,7 +53,7 @@ def trial_row(index: int, excluded: list[str], result: Evaluation, *, tried: str
     return {"trial": index, "tried": tried, "excluded": list(excluded), "reduce_range": reduce_range, "kept": kept,
             "drop": result.drop,
             "accuracy_fp32": result.accuracy_fp32, "accuracy_int8": result.accuracy_int8,
-            "top1_agreement": result.logits.get("top1_agreement"),
+            "agreement": result.agreement, "top1_agreement": result.logits.get("top1_agreement"),
             "kl_divergence": result.logits.get("kl_divergence")}
 
 
@@ -68,31 +74,32 @@ def budget_loop(quantizer: Quantizer, ref: Reference, feeds: dict[str, np.ndarra
         def attempt(excluded: list[str], reduce_range: bool, tried: str) -> float:
             path = quantizer.write(Path(tmp) / "trial.onnx", exclude=excluded, reduce_range=reduce_range)
             result = judge(ref, path, feeds, batch_size=budget.batch_size)
-            helped = result.drop < best.result.drop
+            helped = budget.shortfall(result) < budget.shortfall(best.result)
             trials.append(trial_row(len(trials), excluded, result, tried=tried, kept=helped,
                                     reduce_range=reduce_range))
-            log.info("trial %d: %s → drop %.4f", len(trials) - 1, tried, result.drop)
+            log.info("trial %d: %s → drop %.4f, agreement %.4f", len(trials) - 1, tried, result.drop,
+                     result.agreement)
             if helped:
                 best.result, best.excluded, best.reduce_range = result, excluded, reduce_range
                 shutil.copyfile(path, out)
-            return result.drop
+            return budget.shortfall(result)
 
         probes = {}
         for candidate in found:
             probes[candidate] = attempt(list(candidate.nodes), candidate.reduce_range,
                                         f"{candidate.label} ({candidate.why})")
-            if budget.met(best.result.drop):
+            if budget.met(best.result):
                 return best
-        helpful = sorted((c for c in found if probes[c] < first.drop), key=lambda c: probes[c])
+        helpful = sorted((c for c in found if probes[c] < budget.shortfall(first)), key=lambda c: probes[c])
         if helpful:
-            excluded, reduce_range, drop = list(helpful[0].nodes), helpful[0].reduce_range, probes[helpful[0]]
+            excluded, reduce_range, short = list(helpful[0].nodes), helpful[0].reduce_range, probes[helpful[0]]
             for candidate in helpful[1:]:
                 more = [*excluded, *candidate.nodes], reduce_range or candidate.reduce_range
                 tried = f"{candidate.label} on top of {helpful[0].label}" + (" and more" if excluded != list(
                     helpful[0].nodes) or reduce_range != helpful[0].reduce_range else "")
                 now = attempt(*more, tried)
-                if now < drop:
-                    (excluded, reduce_range), drop = more, now
-                if budget.met(best.result.drop):
+                if now < short:
+                    (excluded, reduce_range), short = more, now
+                if budget.met(best.result):
                     break
     return best

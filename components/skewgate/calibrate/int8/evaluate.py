@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.layers import onnx_values, quantized_counterparts, with_intermediates
+from skewgate.common.output_tasks import CLASS_TASKS, Agreement, TaskSpec, agreement, resolve
 from skewgate.common.runtime import run_by_name, session
 
 if TYPE_CHECKING:
@@ -35,41 +36,38 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Reference:
-    """FP32 outputs over the eval set, computed once per run: every trial is judged against these, and what is
-    derived from them alone (top-1, the distributions KL needs, the FP32 accuracy) is derived once too."""
+    """FP32 outputs over the eval set, computed once per run: every trial is judged against these, each output
+    as its task says (common/output_tasks.py: the same judgement as `parity --int8`)."""
 
     names: list[str]
     outputs: list[np.ndarray]
     probabilities: frozenset[str]  # outputs a Softmax produces: compared as probabilities, not logits
     labels: np.ndarray | None
-    labelled: str | None  # the output the labels score: the first classifier output
-
-    @cached_property
-    def classifiers(self) -> list[str]:
-        """Outputs with a class axis last (rank ≥ 2, more than one class): top-1 agreement applies."""
-        return [n for n, o in zip(self.names, self.outputs, strict=True) if o.ndim >= 2 and o.shape[-1] > 1]
-
-    @cached_property
-    def scored(self) -> dict[str, Scored]:
-        """Each classifier output's top-1 and distribution."""
-        return {n: score(self.outputs[self.names.index(n)], probabilities=n in self.probabilities)
-                for n in self.classifiers}
+    labelled: str | None  # the output the labels score: the first output with classes
+    specs: dict[str, TaskSpec]  # per output: its task and class axis
+    min_cosine: float = 0.99  # embedding: a sample below this similarity is harmed
+    max_error: float = 0.05  # regression: a value moved by more than this share of its column's spread is harmed
 
     @cached_property
     def accuracy(self) -> float | None:
         if self.labels is None or self.labelled is None:
             return None
-        return float(np.mean(self.scored[self.labelled].top1 == self.labels))
+        return _accuracy(self.outputs[self.names.index(self.labelled)], self.specs[self.labelled], self.labels)
 
 
 @dataclass
 class Evaluation:
-    drop: float  # accuracy drop with labels, else the worst top-1 disagreement over the classifier outputs
+    drop: float  # accuracy drop with labels, else the worst output's share of harmed positions (1 − agreement)
     accuracy_fp32: float | None
     accuracy_int8: float | None
-    logits: dict[str, float]  # the first classifier output's agreement figures (top1_agreement, kl_divergence, …)
-    outputs: dict[str, dict[str, float | None]] = field(default_factory=dict)  # per output: agreement, SQNR
+    logits: dict[str, float | None]  # the first output with classes: its agreement figures (top1_agreement, KL, …)
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # per output: task, agreement figures, SQNR
     sha256: str = ""  # of the judged file
+    worst: Agreement | None = None  # the output with the lowest agreement: what `agreement` is
+
+    @property
+    def agreement(self) -> float:
+        return self.worst.agreement if self.worst is not None else 0.0
 
 
 @dataclass
@@ -121,17 +119,24 @@ def deployed_outputs(path: str | Path, data: Mapping[str, np.ndarray], *, batch_
 
 
 def reference(fp32_path: str | Path, fp32: onnx.ModelProto, data: Mapping[str, np.ndarray],
-              labels: np.ndarray | None, *, batch_size: int, source: str | Path) -> Reference:
-    """The FP32 model's outputs as deployed. `source` names the labels' file in errors."""
+              labels: np.ndarray | None, *, batch_size: int, source: str | Path, task: str = "auto",
+              class_axis: int | None = None, min_cosine: float = 0.99, max_error: float = 0.05) -> Reference:
+    """The FP32 model's outputs as deployed, each with its task. `source` names the labels' file in errors."""
     names, outputs = deployed_outputs(fp32_path, data, batch_size=batch_size, stage="FP32 reference outputs")
     producers = {o: n.op_type for n in fp32.graph.node for o in n.output}
-    ref = Reference(names, outputs, frozenset(n for n in names if producers.get(n) == "Softmax"), labels, None)
-    if labels is None:
-        return ref
-    if not ref.classifiers:
-        raise InputError(source, field="labels", expected="a model output with a class axis last to score them on",
-                         found=f"outputs of shapes {[list(o.shape) for o in outputs]}")
-    return Reference(names, outputs, ref.probabilities, labels, ref.classifiers[0])
+    specs = {n: resolve(o, task=task, class_axis=class_axis, labels=labels, name=n)
+             for n, o in zip(names, outputs, strict=True)}
+    labelled = next((n for n in names if specs[n].task in CLASS_TASKS), None) if labels is not None else None
+    if labels is not None:
+        output = outputs[names.index(labelled)] if labelled is not None else None
+        axis = specs[labelled].class_axis if labelled is not None else None
+        if output is None or tuple(s for i, s in enumerate(output.shape) if i != axis) != labels.shape:
+            raise InputError(source, field="labels", expected="a model output with classes whose shape, less its "
+                             "class axis, is the labels' (N for a classifier, N×H×W for segmentation)",
+                             found=f"labels {list(labels.shape)}; outputs " + ", ".join(
+                                 f"{n} {list(o.shape)} ({specs[n].task})" for n, o in zip(names, outputs, strict=True)))
+    return Reference(names, outputs, frozenset(n for n in names if producers.get(n) == "Softmax"), labels,
+                     labelled, specs, min_cosine, max_error)
 
 
 def judge(ref: Reference, int8_path: str | Path, data: Mapping[str, np.ndarray], *, batch_size: int) -> Evaluation:
@@ -143,61 +148,30 @@ def judge(ref: Reference, int8_path: str | Path, data: Mapping[str, np.ndarray],
 
 
 def compare(ref: Reference, candidate: Mapping[str, np.ndarray], *, sha256: str = "") -> Evaluation:
-    per_output: dict[str, dict[str, float | None]] = {}
+    per_output: dict[str, dict[str, Any]] = {}
+    judged: dict[str, Agreement] = {}
     for name, expected in zip(ref.names, ref.outputs, strict=True):
         actual = candidate[name]
-        figures: dict[str, float | None] = {"sqnr_db": _sqnr_db(actual, expected)}
-        if name in ref.classifiers:
-            figures.update(agree(ref.scored[name], score(actual, probabilities=name in ref.probabilities)))
-        per_output[name] = figures
-    classifiers = ref.classifiers
-    logits = {k: v for k, v in per_output[classifiers[0]].items() if k != "sqnr_db" and v is not None} \
-        if classifiers else {}
+        judged[name] = agreement(expected, actual, ref.specs[name], probabilities=name in ref.probabilities,
+                                 min_cosine=ref.min_cosine, max_error=ref.max_error)
+        per_output[name] = {"task": ref.specs[name].task, "sqnr_db": _sqnr_db(actual, expected),
+                            **judged[name].figures}
+    worst = min(judged.values(), key=lambda a: a.agreement, default=None)
+    with_classes = [n for n in ref.names if ref.specs[n].task in CLASS_TASKS]
+    logits = judged[with_classes[0]].figures if with_classes else {}
     acc_fp32 = ref.accuracy
     acc_int8 = None
-    if acc_fp32 is not None and ref.labelled is not None:
-        acc_int8 = float(np.mean(candidate[ref.labelled].argmax(-1) == ref.labels))
+    if acc_fp32 is not None and ref.labelled is not None and ref.labels is not None:
+        acc_int8 = _accuracy(candidate[ref.labelled], ref.specs[ref.labelled], ref.labels)
         drop = acc_fp32 - acc_int8
     else:
-        drop = max((1.0 - float(per_output[n]["top1_agreement"] or 0.0) for n in classifiers), default=0.0)
-    return Evaluation(drop, acc_fp32, acc_int8, logits, per_output, sha256)
+        drop = 1.0 - worst.agreement if worst is not None else 1.0
+    return Evaluation(drop, acc_fp32, acc_int8, logits, per_output, sha256, worst)
 
 
-class Scored(NamedTuple):
-    top1: np.ndarray  # class index per sample
-    p: np.ndarray  # float64 distribution over the last axis
-    log_p: np.ndarray  # log(p + EPS)
-
-
-EPS = 1e-12
-
-
-def score(output: np.ndarray, *, probabilities: bool) -> Scored:
-    """Top-1 and the distribution of a classifier output: softmax first unless the outputs are probabilities
-    already (a Softmax head: a second softmax would flatten them and hide the damage)."""
-    x = output.astype(np.float64)
-    if probabilities:
-        p = np.clip(x, 0.0, None)
-        p = p / np.maximum(p.sum(-1, keepdims=True), 1e-300)
-    else:
-        p = _softmax(x)
-    return Scored(output.argmax(-1), p, np.log(p + EPS))
-
-
-def agree(reference: Scored, candidate: Scored) -> dict[str, float]:
-    """Top-1 agreement and KL(p_ref ‖ p_int8)."""
-    return {"top1_agreement": float(np.mean(reference.top1 == candidate.top1)),
-            "kl_divergence": float(np.mean(np.sum(reference.p * (reference.log_p - candidate.log_p), axis=-1)))}
-
-
-def agreement(reference: np.ndarray, candidate: np.ndarray, *, probabilities: bool) -> dict[str, float]:
-    """`agree` on two raw outputs."""
-    return agree(score(reference, probabilities=probabilities), score(candidate, probabilities=probabilities))
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+def _accuracy(output: np.ndarray, spec: TaskSpec, labels: np.ndarray) -> float:
+    """Share of labels (per sample, or per pixel) the output's argmax over its class axis hits."""
+    return float(np.mean(output.argmax(spec.class_axis) == labels))
 
 
 def _sqnr_db(actual: np.ndarray, expected: np.ndarray) -> float | None:

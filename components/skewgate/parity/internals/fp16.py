@@ -41,8 +41,9 @@ from typing import Any
 import numpy as np
 
 from skewgate.common.compare import Tolerance
-from skewgate.common.error_stats import RunningError, logit_agreement
+from skewgate.common.error_stats import RunningError
 from skewgate.common.layers import onnx_values, with_intermediates
+from skewgate.common.output_tasks import agreement, resolve
 from skewgate.common.runtime import run_by_name, session
 from skewgate.common.verdict import Check
 
@@ -57,7 +58,11 @@ _TINY_BITS = int(np.array(FP16_TINY, np.float32).view(np.uint32))  # a float32 m
 class Fp16Options:
     # one FP16 rounding is ~70 dB; a deep net accumulates a few dozen of them
     min_sqnr_db: float = 35.0
-    min_top1_agreement: float = 0.99
+    min_top1_agreement: float = 0.99  # the agreement share of the first output, judged as INT8's is
+    task: str = "auto"  # the first output's task and class axis, and its limits (common/output_tasks.py)
+    class_axis: int | None = None
+    min_cosine_similarity: float = 0.99
+    max_regression_error: float = 0.05
     max_rounds: int = 8
     batch_size: int = 32
     # run both models on the CUDA provider, as a GPU server does (FP16 kernels throughout; the CPU provider
@@ -74,7 +79,7 @@ class Fp16Evaluation:
     keep: dict[str, list[str]]  # FP16-graph value → FP32 node names to keep in FP32 if it fails
     first: str | None
     culprits: list[str]  # FP32 nodes to keep so that `first` stops failing
-    top1_agreement: float | None
+    top1_agreement: float  # the first output's agreement share (top-1 for classes; cosine, error otherwise)
     failed: list[str] = field(default_factory=list)
 
     @property
@@ -123,9 +128,9 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
     # the nodes to keep for it: its own, and those making its out-of-range inputs
     suspects = [first, *_out_of_range_sources(first, lineage, tally)] if first else []
     culprits = list(dict.fromkeys(k for v in suspects for k in keep.get(v, [])))
-    top1 = _top1_agreement(kept)
-    if top1 is not None and top1 < options.min_top1_agreement:
-        failed.append(f"top-1 agreement {top1:.1%}")
+    top1 = _agreement(kept, options)
+    if top1 < options.min_top1_agreement:
+        failed.append(f"agreement {top1:.1%}")
     return Fp16Evaluation(tally.errors, tally.overflow, tally.saturated, tally.underflowed, keep, first, culprits,
                           top1, failed)
 
@@ -260,14 +265,12 @@ def _out_of_range_sources(value: str, lineage: _Lineage, tally: _Tally) -> list[
     return found
 
 
-def _top1_agreement(kept: Mapping[str, list[np.ndarray]]) -> float | None:
-    """On the first graph output, where it is classifier-shaped (else None)."""
+def _agreement(kept: Mapping[str, list[np.ndarray]], options: Fp16Options) -> float:
+    """The first graph output's agreement share, judged as its task says (as INT8's is)."""
     ref, cand = np.concatenate(kept["fp32"]), np.concatenate(kept["fp16"])
-    if ref.ndim >= 2 and ref.shape[-1] > 1 and np.isfinite(cand).all():
-        return logit_agreement(ref, cand)["top1_agreement"]
-    if ref.ndim >= 2 and ref.shape[-1] > 1:
-        return float(np.mean(ref.argmax(-1) == np.nan_to_num(cand, nan=-np.inf).argmax(-1)))
-    return None
+    spec = resolve(ref, task=options.task, class_axis=options.class_axis)
+    return agreement(ref, cand, spec, min_cosine=options.min_cosine_similarity,
+                     max_error=options.max_regression_error).agreement
 
 
 def _out_of_range(a: np.ndarray, e: np.ndarray, held_fp16: bool,
