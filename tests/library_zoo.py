@@ -88,6 +88,34 @@ class _Gpt2(nn.Module):
         return self.gpt(input_ids=input_ids, use_cache=False).logits
 
 
+class _Llama(nn.Module):
+    """A 2-layer Llama decoder (rotary positions, RMSNorm, SiLU-gated MLP, grouped-query attention over a padding
+    mask) → next-token logits at every position: the exporter computes the mask once for both layers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torchvision_models()
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        config = LlamaConfig(vocab_size=120, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                             initializer_range=INIT_RANGE)
+        self.llama = LlamaForCausalLM(config)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.llama(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+
+
+def _swin() -> nn.Module:
+    """A 2-stage Swin transformer: shifted windows, whose attention mask PyTorch builds from a shape
+    (`x.new_zeros`) and ONNX holds as a constant."""
+    torchvision_models()
+    from torchvision.models.swin_transformer import SwinTransformer
+
+    return SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 2], window_size=[4, 4],
+                           num_classes=10)
+
+
 def _tokens(rng: np.random.Generator) -> dict[str, np.ndarray]:
     ids = rng.integers(1, 120, size=(SAMPLES, 16)).astype(np.int64)
     mask = np.ones_like(ids)
@@ -120,6 +148,8 @@ ZOO: dict[str, LibraryModel] = {
     "bert": LibraryModel(_Bert, lambda rng: _tokens(rng), "transformers", classifier=False),
     "gpt2": LibraryModel(_Gpt2, lambda rng: {"input_ids": _tokens(rng)["input_ids"]}, "transformers",
                          classifier=False),
+    "llama": LibraryModel(_Llama, lambda rng: _tokens(rng), "transformers", classifier=False),
+    "swin": LibraryModel(_swin, _images(32), "torchvision"),
     # layer scale ×1e-6 and SiLU / GELU; MobileViT: BatchNorm, SiLU(inplace=True), attention over patches
     "convnext": LibraryModel(lambda: _timm("convnext_atto", num_classes=10), _images(64), "timm"),
     "mobilevit": LibraryModel(lambda: _timm("mobilevit_xxs", num_classes=10), _images(64), "timm"),

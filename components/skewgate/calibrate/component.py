@@ -56,7 +56,7 @@ def calibrate_op(
     from skewgate.calibrate.int8.ranges import Method
     from skewgate.calibrate.run import CalibrateOptions, run
     from skewgate.common.kfp_io import finish
-    from skewgate.common.output_tasks import Task
+    from skewgate.common.output_tasks import Task, parse_class_axis
     from skewgate.common.recording import TrackingOptions
 
     # A KFP parameter is a plain string: `calibrate()` checks it is a `Method` before anything else (an
@@ -65,7 +65,7 @@ def calibrate_op(
                  out=int8_model.path, plot=histograms.path, html=html_report.path,
                  options=CalibrateOptions(method=cast(Method, method), max_accuracy_drop=max_accuracy_drop,
                                           min_top1_agreement=min_top1_agreement, task=cast(Task, task),
-                                          class_axis=int(class_axis) if class_axis else None),
+                                          class_axis=parse_class_axis(class_axis)),
                  tracking=TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id))
     int8_model.metadata["format"] = "onnx-qdq-int8"
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

@@ -104,6 +104,14 @@ def resolve(output: np.ndarray, *, task: str = "auto", class_axis: int | None = 
     return TaskSpec(task)
 
 
+def parse_class_axis(text: str) -> int | None:
+    """A KFP parameter's class axis: empty is "inferred"."""
+    try:
+        return int(text) if text.strip() else None
+    except ValueError as err:
+        raise InputError("class_axis", expected="an integer axis, or empty (inferred)", found=repr(text)) from err
+
+
 def agreement(reference: np.ndarray, candidate: np.ndarray, spec: TaskSpec, *, probabilities: bool = False,
               min_cosine: float = 0.99, max_error: float = 0.05) -> Agreement:
     """Judge `candidate` against `reference` (same shape) as `spec` says. `probabilities`: the output is a

@@ -63,12 +63,12 @@ def parity_op(
     from typing import cast
 
     from skewgate.common.kfp_io import finish
-    from skewgate.common.output_tasks import Task
+    from skewgate.common.output_tasks import Task, parse_class_axis
     from skewgate.common.recording import TrackingOptions
     from skewgate.common.states import parse_states
     from skewgate.parity.run import ParityOptions, run
 
-    options = ParityOptions(layerwise=layerwise, task=cast(Task, task), class_axis=int(class_axis) if class_axis else None,
+    options = ParityOptions(layerwise=layerwise, task=cast(Task, task), class_axis=parse_class_axis(class_axis),
                             stream_onnx=stream_onnx.path if stream_onnx else None,
                             states=parse_states([states]), initial_state=initial_state.path if initial_state else None)
     result = run(torch_model=torch_model.path, onnx=onnx_model.path, int8=int8_model.path, inputs=eval_data.path,

@@ -564,6 +564,29 @@ def _int8_checks(finals: dict[str, RunningError], kept: dict[str, list[np.ndarra
     return checks, figures
 
 
+_EXPECTED_UNPAIRED = ("final output", "shape arithmetic", "inside an op's lowering")
+
+
+def _coverage_by_module(matched: list[str], unmatched: Mapping[str, str], matching: Matching,
+                        values: Mapping[str, OnnxValue]) -> dict[str, dict[str, int]]:
+    """Per module: ONNX values paired, ONNX values left unpaired that PyTorch has a value for (a rewrite, no twin;
+    shape arithmetic and values inside one op's lowering have none to pair with), PyTorch values removed. Low
+    coverage fails nothing: it says where a defect would be found on a later layer only."""
+    table: dict[str, dict[str, int]] = {}
+
+    def count(module: str, kind: str) -> None:
+        table.setdefault(module, {"paired": 0, "unpaired": 0, "removed": 0})[kind] += 1
+
+    for name in matched:
+        count(values[name].module, "paired")
+    for name, why in unmatched.items():
+        if name in values and not why.startswith(_EXPECTED_UNPAIRED):
+            count(values[name].module, "unpaired")
+    for node in matching.removed:
+        count(matching.modules.get(node, "<root>"), "removed")
+    return dict(sorted(table.items()))
+
+
 def _layer_report(pair: str, errors: dict[str, RunningError], values: dict[str, OnnxValue], outputs: list[str],
                   bad: Callable[[RunningError], bool], matching: Matching | None,
                   isolate: Callable[[str], str] | None,
@@ -584,6 +607,9 @@ def _layer_report(pair: str, errors: dict[str, RunningError], values: dict[str, 
         # PyTorch values with no ONNX twin: folded (a Conv into its BatchNorm), fused, or aliases the exporter drops
         coverage["removed_by_optimisation"] = list(matching.removed)
         coverage["removed_ops"] = dict(Counter(matching.removed.values()))
+        # identical PyTorch ops the exporter computes once (a mask per layer): judged through their twin's value
+        coverage["merged_into_twin"] = dict(matching.merged)
+        coverage["by_module"] = _coverage_by_module(matched, unmatched, matching, values)
     else:
         coverage["unmatched_onnx_values"] = sorted(set(values) - set(outputs) - set(matched))
     coverage["shape_mismatches"] = {v: errors[v].shape_mismatch for v in matched if errors[v].shape_mismatch}

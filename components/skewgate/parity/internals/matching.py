@@ -15,8 +15,14 @@ to other groups. Matching is by structure:
    unpaired input on each side, with the same shape, those two are the same value. Applied upstream as far
    as it holds.
 
+Identical program ops (the same op on the same inputs, which the exporter merges into one ONNX value: a
+transformer's attention-mask `Where` computed once per layer in PyTorch, once for all layers in ONNX) are one
+value to both rules: frontiers name the first of them, and the ONNX value pairs with the first and stands for the
+others (`Matching.merged`). Program values made from another value's shape only (`new_zeros`, `zeros_like`:
+a shifted-window mask) do not depend on the inputs' values, as the ONNX constant they become does not.
+
 Every ONNX value ends up paired, or unpaired with the reason; every program value without an ONNX twin is
-listed as removed (folded, fused, or an alias the exporter dropped).
+listed as removed (folded, fused, or an alias the exporter dropped), or as merged into the value of its twin.
 """
 
 from __future__ import annotations
@@ -36,6 +42,11 @@ _REF = re.compile(r"%[A-Za-z_][A-Za-z0-9_]*")
 _TARGET = re.compile(r"target=([^\]]+)\]")
 # ONNX ops whose output depends on the input's shape only, never on its values
 _SHAPE_OPS = {"Shape", "Size", "ConstantOfShape", "Constant"}
+# program ops likewise (aten names, overload left off)
+_SHAPE_TARGETS = {"aten.new_zeros", "aten.new_ones", "aten.new_empty", "aten.new_full", "aten.zeros_like",
+                  "aten.ones_like", "aten.empty_like", "aten.full_like", "aten.sym_size", "aten.size"}
+# program ops two copies of which on the same inputs differ: never merged
+_RANDOM = re.compile(r"rand|dropout|bernoulli|normal|uniform|multinomial|empty|exponential")
 
 
 @dataclass
@@ -44,6 +55,8 @@ class Matching:
     how: dict[str, str] = field(default_factory=dict)  # ONNX value → "same op and inputs" | "same consumer"
     unmatched: dict[str, str] = field(default_factory=dict)  # ONNX value → why it has no PyTorch twin
     removed: dict[str, str] = field(default_factory=dict)  # program node → its op: no ONNX twin
+    merged: dict[str, str] = field(default_factory=dict)  # program node → the ONNX value of its identical twin
+    modules: dict[str, str] = field(default_factory=dict)  # removed or merged program node → its module
     lowering: dict[str, list[int]] = field(default_factory=dict)  # paired value → its op's ONNX nodes (indices)
 
 
@@ -75,6 +88,12 @@ def _functional(target: str) -> str:
     if namespace == "aten" and op.endswith("_") and not op.startswith("_"):
         return f"{namespace}.{op[:-1]}{dot}{overload}"
     return target
+
+
+def _in_place(target: object) -> bool:
+    """An ATen op that writes into its input (`aten.add_.Tensor`): two of them on one input are not one value."""
+    parts = str(target).split(".")
+    return len(parts) == 3 and parts[0] == "aten" and parts[1].endswith("_") and not parts[1].startswith("_")
 
 
 def _dims(value_info: Any) -> tuple[int | None, ...] | None:
@@ -118,6 +137,8 @@ class _Program:
         self.dtype: dict[str, str | None] = {}
         self.module: dict[str, str] = {}
         self.data: set[str] = set()  # nodes whose value depends on the user inputs' values
+        self.first: dict[str, str] = {}  # node → the first node computing the same op on the same inputs
+        seen: dict[tuple[str, str, tuple[str, ...]], str] = {}
         self.user_inputs = user_inputs
         self.recordable = set(recordable)
         for node in graph.nodes:
@@ -125,15 +146,19 @@ class _Program:
                 self.data.add(node.name)
             if node.op != "call_function":
                 continue
-            args = [a.name for a in node.all_input_nodes if a.name in self.data]
+            _, target, skeleton = describe_fx(node.format_node())
+            shape_only = target.rsplit(".", 1)[0] in _SHAPE_TARGETS
+            args = [a.name for a in node.all_input_nodes if a.name in self.data and not shape_only]
             val = node.meta.get("val")
             dims = value_dims(val)
             if args and (dims is not None or isinstance(val, (tuple, list))):
                 self.data.add(node.name)
             self.order.append(node.name)
             self.inputs[node.name] = args
-            _, target, skeleton = describe_fx(node.format_node())
             self.key[node.name] = (target, skeleton)
+            if not _RANDOM.search(target) and not _in_place(node.target):
+                twin = (target, skeleton, tuple(self.first.get(a.name, a.name) for a in node.all_input_nodes))
+                self.first[node.name] = seen.setdefault(twin, node.name)
             paths = [path for path, _cls in (node.meta.get("nn_module_stack") or {}).values() if path]
             self.module[node.name] = paths[-1] if paths else "<root>"
             self.shape[node.name] = dims
@@ -145,8 +170,9 @@ class _Program:
             return memo[name]
         found: set[str] = set()
         for arg in self.inputs.get(name, []):
-            if arg in pairs_back or arg in self.user_inputs:
-                found.add(arg)
+            first = self.first.get(arg, arg)
+            if first in pairs_back or arg in self.user_inputs:
+                found.add(first)
             else:
                 found |= self.frontier(arg, pairs_back, memo)
         memo[name] = frozenset(found)
@@ -248,7 +274,12 @@ def match(model: onnx.ModelProto, program: torch.export.ExportedProgram, recorda
                                                by_key)
     for name in torch_side.order:
         if name not in back and name in torch_side.recordable and name in torch_side.data:
-            result.removed[name] = torch_side.key[name][0]
+            twin = back.get(torch_side.first.get(name, name))
+            result.modules[name] = torch_side.module[name]
+            if twin is not None:
+                result.merged[name] = twin
+            else:
+                result.removed[name] = torch_side.key[name][0]
     return result
 
 
@@ -269,8 +300,11 @@ def _pair_same_op(result: Matching, back: dict[str, str], onnx_side: _Onnx, torc
         found: set[str] = set()
         if index is not None:
             owner = group_of.get(index)
-            if owner is not None and owner in groups and groups[owner].value in result.pairs:
-                found.add(result.pairs[groups[owner].value])  # type: ignore[index]
+            # a value inside another op's lowering (the exporter merged this op's copy of it there: the float
+            # mask an attention lowering makes from a boolean one) stands for its own inputs, not for that op
+            if owner is not None and owner in groups and groups[owner].value == value and value in result.pairs:
+                paired = result.pairs[value]
+                found.add(torch_side.first.get(paired, paired))
             else:
                 for upstream in graph.node[index].input:
                     if upstream in onnx_side.data:
@@ -325,8 +359,8 @@ def _pair_by_consumer(result: Matching, back: dict[str, str], onnx_side: _Onnx, 
                 continue
             if groups[upstream_owner].value == upstream:
                 onnx_inputs.append(upstream)
-        torch_inputs = [a for a in torch_side.inputs.get(node, []) if a not in back and a in torch_side.data
-                        and a not in torch_side.user_inputs]
+        torch_inputs = [a for a in torch_side.inputs.get(node, []) if torch_side.first.get(a, a) not in back
+                        and a in torch_side.data and a not in torch_side.user_inputs]
         if len(onnx_inputs) != 1 or len(torch_inputs) != 1:
             continue
         (onnx_value,), (torch_node,) = onnx_inputs, torch_inputs
