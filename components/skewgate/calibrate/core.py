@@ -156,8 +156,7 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
     int8_coverage = coverage(written, macs_per_node(model, {k: v[:1] for k, v in feeds.items()}))
 
     tensors = _tensor_rows(found, first_view.uncovered, options)
-    checks += _checks(final, excluded, tensors, trials, int8_coverage, options, seven_bit=seven_bit,
-                      eval_samples=len(next(iter(feeds.values()))))
+    checks += _checks(final, excluded, tensors, trials, int8_coverage, options, seven_bit=seven_bit)
     details = CalibrateDetails(
         method=options.method, samples=samples, memory_estimate_mib=found.memory_estimate / 2**20,
         equalization=tuple(found.rescaled), excluded_nodes=tuple(excluded), reduce_range=seven_bit,
@@ -331,8 +330,7 @@ def _abs_quantile(hist: collect.Histogram, q: float) -> float:
 
 
 def _checks(final: Evaluation, excluded: list[str], tensors: list[dict[str, Any]], trials: list[dict[str, Any]],
-            int8_coverage: dict[str, Any], options: CalibrateOptions, *, seven_bit: bool,
-            eval_samples: int) -> list[Check]:
+            int8_coverage: dict[str, Any], options: CalibrateOptions, *, seven_bit: bool) -> list[Check]:
     judged = final.worst
     assert judged is not None  # every output has a task (common/output_tasks.py)
     harmed = f"share of positions harmed ({judged.harm}, {judged.task})"

@@ -12,7 +12,8 @@ reads the same on every model, and `common/resolution.py` can say what a sample 
   `min_cosine`; also the mean and worst cosine and nearest-neighbour agreement at k (retrieval is what embeddings
   serve).
 - regression: one position per sample; harmed when any of its values moves by more than `max_error` times that
-  output column's spread (standard deviation over the reference); also R² of the candidate against the reference.
+  output column's spread (standard deviation over the reference); also the worst column's R² of the candidate
+  against the reference.
 
 `auto` decides from the output's shape and values (rank ≥ 4: segmentation over axis 1; rows of unit L2 norm: an
 embedding; a last axis of one or rank 1: regression; else classification over the last axis), or from labels when

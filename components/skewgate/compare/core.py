@@ -298,7 +298,9 @@ def _floor(name: str, value: float, floor: float) -> Check:
 
 def _versus(name: str, value: float, champion: float, interval: tuple[float, float], allowed: float,
             confidence: float) -> Check:
-    """Fails only when the whole interval of the difference shows a regression larger than `allowed`."""
+    """Fails only when the whole interval of the difference shows a regression larger than `allowed`. The check's
+    value is what decides, on the limit's scale: the smallest regression the interval admits (negative: an
+    improvement is possible), at most `allowed`; the difference itself is in the detail."""
     higher = HIGHER_IS_BETTER[name.rsplit(".", 1)[-1]]
     low, high = interval
     best_case = high if higher else -low  # the most favourable improvement the interval admits
@@ -308,7 +310,7 @@ def _versus(name: str, value: float, champion: float, interval: tuple[float, flo
             "within the allowance"
     else:
         verdict = f"regression beyond the allowance of {allowed:.4g} at {confidence:.0%}"
-    return Check(f"{name}.vs_champion", passed=passed, value=value - champion, limit=allowed,
+    return Check(f"{name}.vs_champion", passed=passed, value=-best_case, limit=allowed,
                  detail=f"candidate {value:.4g} vs champion {champion:.4g}: difference {value - champion:+.4g}, "
                         f"{confidence:.0%} interval [{low:+.4g}, {high:+.4g}]; {verdict}")
 
