@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import sys
 from pathlib import Path
 
@@ -53,6 +54,14 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     log.info("test accuracy in PyTorch: %.1f%% (weak candidate: %.1f%%)", 100 * data.accuracy,
              100 * data.weak_accuracy)
     if not args.tracking_uri:  # the embedded store is the demo's own; a store given must exist (no step makes one)
+        # a fresh one each run, and the pipeline runs of this run only: a previous run's champion and drifted nights
+        # would change what this run shows (the nightly series remembers an alarm: a healthy night after two
+        # demos' drifted ones fails)
+        for previous in (workdir / "mlflow.db", workdir / "artifacts", workdir / "kfp"):
+            if previous.is_dir():
+                shutil.rmtree(previous)
+            elif previous.exists():
+                previous.unlink()
         mlflow_log.create_store(tracking_uri)
     tracking = mlflow_log.connect(tracking_uri, experiment=MODEL_NAME)
     public_key = _signing_keys(workdir / "keys")
