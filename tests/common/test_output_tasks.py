@@ -158,3 +158,12 @@ def test_a_non_finite_regression_has_no_r2_to_report():
 def test_each_task_names_its_check():
     assert [Agreement(t, 1.0, 0, 1, "").check for t in ("classification", "segmentation", "embedding", "regression")
             ] == ["top1_agreement", "top1_agreement", "cosine_agreement", "error_agreement"]
+
+
+@pytest.mark.parametrize("kept, meets", [
+    pytest.param(297, True, id="297-of-300-is-0.99"),
+    pytest.param(296, False, id="296-of-300-is-below"),
+])
+def test_the_agreement_meets_its_limit_at_the_line(kept, meets):
+    judged = Agreement("classification", kept / 300, 300 - kept, 300, "argmax differs")
+    assert judged.meets(0.99) is meets

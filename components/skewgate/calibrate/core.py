@@ -351,7 +351,7 @@ def _checks(final: Evaluation, excluded: list[str], tensors: list[dict[str, Any]
                     limit=options.max_accuracy_drop, detail=detail)]
     # the limit `parity --int8` judges, from the same code (common/output_tasks.py), with what the eval set can
     # resolve stated as parity states it (common/resolution.py)
-    checks.append(Check(judged.check, passed=judged.agreement >= options.min_top1_agreement - 1e-9,
+    checks.append(Check(judged.check, passed=judged.meets(options.min_top1_agreement),
                         value=judged.agreement, limit=options.min_top1_agreement,
                         detail=f"{judged.task}: {judged.positions - judged.harmed} of {judged.positions} positions "
                                f"kept ({judged.harm}: harmed); {_task_figures(judged)}; "

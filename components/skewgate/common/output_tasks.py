@@ -46,10 +46,6 @@ class TaskSpec:
     class_axis: int | None = None
     why: str = "declared"
 
-    @property
-    def check(self) -> str:
-        return check_name(self.task)
-
 
 @dataclass(frozen=True)
 class Agreement:
@@ -65,6 +61,11 @@ class Agreement:
     @property
     def check(self) -> str:
         return check_name(self.task)
+
+    def meets(self, limit: float) -> bool:
+        """The one decision calibrate, `parity --int8` and `parity --fp16` make with the agreement. No rounding
+        allowance: kept / positions is one correctly rounded division, so 297 of 300 is exactly 0.99."""
+        return self.agreement >= limit
 
 
 def check_name(task: str) -> str:

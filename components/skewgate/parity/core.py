@@ -549,7 +549,7 @@ def _int8_checks(finals: dict[str, RunningError], kept: dict[str, list[np.ndarra
                        min_cosine=options.min_cosine_similarity, max_error=options.max_regression_error)
     figures = {"task": spec.task, "class_axis": spec.class_axis, "why": spec.why, **judged.figures,
                "smallest_resolvable": smallest_resolvable(judged.positions)}
-    checks.append(Check(f"int8.{judged.check}", passed=judged.agreement >= options.min_top1_agreement,
+    checks.append(Check(f"int8.{judged.check}", passed=judged.meets(options.min_top1_agreement),
                         value=judged.agreement, limit=options.min_top1_agreement,
                         detail=f"{spec.task} ({spec.why}): {judged.positions - judged.harmed} of {judged.positions} "
                                f"positions kept ({judged.harm}: harmed); "

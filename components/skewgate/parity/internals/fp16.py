@@ -43,7 +43,7 @@ import numpy as np
 from skewgate.common.compare import Tolerance
 from skewgate.common.error_stats import RunningError
 from skewgate.common.layers import onnx_values, with_intermediates
-from skewgate.common.output_tasks import agreement, resolve
+from skewgate.common.output_tasks import Agreement, agreement, resolve
 from skewgate.common.runtime import run_by_name, session
 from skewgate.common.verdict import Check
 
@@ -128,8 +128,9 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
     # the nodes to keep for it: its own, and those making its out-of-range inputs
     suspects = [first, *_out_of_range_sources(first, lineage, tally)] if first else []
     culprits = list(dict.fromkeys(k for v in suspects for k in keep.get(v, [])))
-    top1 = _agreement(kept, options)
-    if top1 < options.min_top1_agreement:
+    judged = _agreement(kept, options)
+    top1 = judged.agreement
+    if not judged.meets(options.min_top1_agreement):
         failed.append(f"agreement {top1:.1%}")
     return Fp16Evaluation(tally.errors, tally.overflow, tally.saturated, tally.underflowed, keep, first, culprits,
                           top1, failed)
@@ -265,12 +266,12 @@ def _out_of_range_sources(value: str, lineage: _Lineage, tally: _Tally) -> list[
     return found
 
 
-def _agreement(kept: Mapping[str, list[np.ndarray]], options: Fp16Options) -> float:
-    """The first graph output's agreement share, judged as its task says (as INT8's is)."""
+def _agreement(kept: Mapping[str, list[np.ndarray]], options: Fp16Options) -> Agreement:
+    """The first graph output judged as its task says (as INT8's is)."""
     ref, cand = np.concatenate(kept["fp32"]), np.concatenate(kept["fp16"])
     spec = resolve(ref, task=options.task, class_axis=options.class_axis)
     return agreement(ref, cand, spec, min_cosine=options.min_cosine_similarity,
-                     max_error=options.max_regression_error).agreement
+                     max_error=options.max_regression_error)
 
 
 def _out_of_range(a: np.ndarray, e: np.ndarray, held_fp16: bool,
