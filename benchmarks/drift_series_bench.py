@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from skewgate.drift.stats import ks
-from skewgate.drift.stats.series import SeriesOptions, advance, night_pvalue
+from skewgate.drift.stats.series import SeriesOptions, advance, night_evidence
 
 
 def year(rng: np.random.Generator, *, nights: int, n: int, m: int, alpha: float, options: SeriesOptions,
@@ -50,9 +50,10 @@ def year(rng: np.random.Generator, *, nights: int, n: int, m: int, alpha: float,
         if p_two_sample < alpha / 365:
             bonferroni.append(night)
         if series_alarm is None:
-            p, _ = night_pvalue([{"test": "ks", "statistic": d, "effect": d, "reference_n": n, "current_n": m}],
-                                delta=options.delta, min_effect=min_effect)
-            state = advance(state, p, profile="reference", options=options)
+            evidence = night_evidence([{"test": "ks", "statistic": d, "effect": d, "pvalue": p_two_sample,
+                                        "reference_n": n, "current_n": m}], delta=options.delta,
+                                      min_effect=min_effect)
+            state = advance(state, evidence, profile="reference", options=options)
             series_alarm = state.alarmed_night
     return per_night, bonferroni, series_alarm
 

@@ -15,6 +15,8 @@ from skewgate.drift.cli import main
 from skewgate.drift.stats import ks
 from skewgate.drift.stats.series import (
     CHECK,
+    TAIL,
+    NightEvidence,
     SeriesOptions,
     SeriesState,
     advance,
@@ -22,7 +24,7 @@ from skewgate.drift.stats.series import (
     feature_pvalue,
     judge,
     load_state,
-    night_pvalue,
+    night_evidence,
     reference_eps,
     save_state,
 )
@@ -30,6 +32,16 @@ from tests.drift.conftest import make_frame
 
 ALPHA = 0.05
 OPTIONS = SeriesOptions(alpha=ALPHA)
+
+
+def evidence(given_profile: float, two_sample: float = 1.0) -> NightEvidence:
+    return NightEvidence(given_profile, two_sample, 1)
+
+
+def ks_row(d: float, n: int, m: int) -> dict:
+    """A numeric feature's row of the gate's table: KS distance `d` and its two-sample p-value."""
+    return {"test": "ks", "statistic": d, "effect": d, "pvalue": ks.ks_pvalue(d, n, m), "reference_n": n,
+            "current_n": m}
 
 
 def simulate(rng, *, years, nights, n, m, shift=0.0, shift_night=None, options=OPTIONS):
@@ -43,9 +55,8 @@ def simulate(rng, *, years, nights, n, m, shift=0.0, shift_night=None, options=O
             moved = shift if shift_night is not None and night >= shift_night else 0.0
             d = ks.ks_statistic(reference, rng.normal(loc=moved, size=m))
             per_night += ks.ks_pvalue(d, n, m) < ALPHA
-            p, _ = night_pvalue([{"test": "ks", "statistic": d, "effect": d, "reference_n": n, "current_n": m}],
-                                delta=options.delta)
-            state = advance(state, p, profile="ref", options=options)
+            state = advance(state, night_evidence([ks_row(d, n, m)], delta=options.delta), profile="ref",
+                            options=options)
         out.append((per_night, state.alarmed_night))
     return out
 
@@ -75,26 +86,29 @@ def test_the_calibrator_is_an_e_value_and_large_for_small_p():
 
 
 def test_reference_noise_and_bonferroni_make_the_night_pvalue_conservative():
-    row = {"test": "ks", "statistic": 0.1, "effect": 0.1, "reference_n": 1000, "current_n": 400}
-    alone, k = night_pvalue([row], delta=0.01)
-    assert k == 1 and alone > ks.kolmogorov_sf(0.1 * math.sqrt(400))  # D shrunk by the reference's own error
-    pair, k = night_pvalue([row, {**row, "effect": 0.0}], delta=0.01)
-    assert k == 2 and pair >= alone
-    assert night_pvalue([{"test": "chi2", "statistic": 3.0, "effect": 0.2}], delta=0.01) == (1.0, 0)
+    row = ks_row(0.1, 1000, 400)
+    alone = night_evidence([row], delta=0.01)
+    assert alone.features == 1 and alone.given_profile > ks.kolmogorov_sf(0.1 * math.sqrt(400))  # D less eps
+    assert alone.two_sample == pytest.approx(row["pvalue"])  # the gate's own two-sample p-value
+    pair = night_evidence([row, ks_row(0.0, 1000, 400)], delta=0.01)
+    assert pair.features == 2 and pair.given_profile >= alone.given_profile
+    assert pair.two_sample == pytest.approx(2 * row["pvalue"])  # Bonferroni over the features
+    assert night_evidence([{"test": "chi2", "statistic": 3.0, "effect": 0.2, "pvalue": 1e-9}],
+                          delta=0.01) == NightEvidence(1.0, 1.0, 0)
 
 
 def test_the_state_round_trips_through_the_file_and_a_missing_file_starts_a_new_series(tmp_path):
     path = tmp_path / "series.json"
     assert load_state(path) is None
-    state = advance(None, 0.01, profile="abc", date="d1")
+    state = advance(None, evidence(0.01), profile="abc", date="d1")
     assert (state.nights, state.started) == (1, "d1")
     assert state.evalue == pytest.approx(0.5 * calibrate(0.01))
     save_state(state, path)
     assert load_state(path) == state
-    again = advance(load_state(path), 0.2, profile="abc", date="d2")
+    again = advance(load_state(path), evidence(0.2), profile="abc", date="d2")
     assert again.nights == 2 and again.started == "d1"
     assert again.evalue == pytest.approx((state.evalue + 1 / 6) * calibrate(0.2))
-    assert advance(again, 0.2, profile="another").nights == 1  # a new profile: a new series
+    assert advance(again, evidence(0.2), profile="another").nights == 1  # a new profile: a new series
     assert SeriesState.from_tags(again.tags()) == again
     assert SeriesState.from_tags({}) is None
     path.write_text(json.dumps({"schema": "something else"}))
@@ -103,12 +117,12 @@ def test_the_state_round_trips_through_the_file_and_a_missing_file_starts_a_new_
 
 
 def test_the_alarm_stays_until_a_new_profile():
-    state = advance(None, 1e-9, profile="abc")
-    assert state.alarmed_night == 1
+    state = advance(None, evidence(1e-9), profile="abc")
+    assert (state.alarmed_night, state.alarmed_by) == (1, "e-process")
     for _ in range(30):
-        state = advance(state, 1.0, profile="abc")
+        state = advance(state, evidence(1.0), profile="abc")
     assert state.alarmed_night == 1 and state.evalue < SeriesOptions().threshold
-    assert advance(state, 1.0, profile="new").alarmed_night is None
+    assert advance(state, evidence(1.0), profile="new").alarmed_night is None
 
 
 def test_the_cli_reports_tonight_and_the_series_and_carries_the_state(tmp_path, write):
@@ -140,8 +154,8 @@ def _tonight(*, joint: bool, testable: bool = True, snapshot: str = "snap-1") ->
                                                                 data={"reference": "r", "current": snapshot}))
 
 
-HEALTHY = [{"test": "ks", "statistic": 0.02, "effect": 0.02, "reference_n": 5000, "current_n": 500}]
-SHIFTED = [{"test": "ks", "statistic": 0.4, "effect": 0.4, "reference_n": 5000, "current_n": 500}]
+HEALTHY = [ks_row(0.02, 5000, 500)]
+SHIFTED = [ks_row(0.4, 5000, 500)]
 
 
 @pytest.mark.parametrize(("joint", "rows", "status"), [
@@ -172,7 +186,7 @@ def test_a_year_of_healthy_nights_through_the_gate_never_fails():
         joint = ks.ks_pvalue(d, 5000, 500) < ALPHA
         chance += joint
         judged, state = judge(_tonight(joint=joint, snapshot=f"night-{night}"),
-                              [{**HEALTHY[0], "statistic": d, "effect": d}], state, profile="p", min_effect=0.05)
+                              [ks_row(d, 5000, 500)], state, profile="p", min_effect=0.05)
         statuses.append(judged.status)
     assert chance >= 5 and "fail" not in statuses and state.nights == 365
 
@@ -184,8 +198,8 @@ def test_judging_the_same_snapshot_again_replaces_the_night():
     assert state.nights == 2 and second.status == "fail"
     retried, again = judge(_tonight(joint=False, snapshot="b"), HEALTHY, state, profile="p")
     assert again.nights == 2 and retried.status == "pass"  # the retry replaced night 2's evidence
-    healthy_p = night_pvalue(HEALTHY, delta=OPTIONS.delta)[0]
-    assert again.evalue == pytest.approx(advance(advance(None, healthy_p, profile="p"), healthy_p, profile="p").evalue)
+    healthy = night_evidence(HEALTHY, delta=OPTIONS.delta)
+    assert again.evalue == pytest.approx(advance(advance(None, healthy, profile="p"), healthy, profile="p").evalue)
     _, after = judge(_tonight(joint=False, snapshot="c"), HEALTHY, again, profile="p")
     assert after.nights == 3
 
@@ -210,6 +224,69 @@ def test_the_series_alarms_exactly_at_its_threshold(factor, alarms):
     for _ in range(200):
         middle = (low + high) / 2
         low, high = (middle, high) if calibrate(middle) > target else (low, middle)
-    state = advance(None, high, profile="p", options=OPTIONS)
+    state = advance(None, evidence(high), profile="p", options=OPTIONS)
     assert state.evalue == pytest.approx(OPTIONS.threshold * factor, rel=1e-6)
     assert (state.alarmed_night == 1) is alarms
+
+
+@pytest.mark.parametrize(("night", "horizon"), [(1, 365), (365, 365), (12, 10)],
+                         ids=["first-night", "last-night-of-the-horizon", "beyond-the-horizon"])
+@pytest.mark.parametrize(("factor", "alarms"), [(0.99, True), (1.01, False)], ids=["just-inside", "just-outside"])
+def test_one_night_alone_alarms_at_its_share_of_alpha(night, horizon, factor, alarms):
+    """Tonight's two-sample p-value 1 % inside or outside alpha_night · w_t: w_t = (1 − TAIL)/H within the
+    horizon (Bonferroni over its nights), TAIL·H/(t(t − 1)) beyond."""
+    options = SeriesOptions(alpha=ALPHA, horizon=horizon)
+    weight = (1 - TAIL) / horizon if night <= horizon else TAIL * horizon / (night * (night - 1))
+    assert options.night_level(night) == pytest.approx(ALPHA * options.night_share * weight)
+    state = None
+    for _ in range(night - 1):
+        state = advance(state, evidence(1.0), profile="p", options=options)
+    state = advance(state, evidence(1.0, options.night_level(night) * factor), profile="p", options=options)
+    assert state.evalue < options.threshold  # the e-process saw nothing: tonight alone decides
+    assert (state.alarmed_night, state.alarmed_by) == ((night, "night") if alarms else (None, None))
+
+
+def test_the_single_night_levels_and_the_e_process_share_alpha():
+    options = SeriesOptions(alpha=ALPHA, horizon=30)
+    levels = sum(options.night_level(t) for t in range(1, 300_001))
+    assert levels == pytest.approx(options.alpha_night * (1 - TAIL * 30 / 300_000), rel=1e-6)  # → alpha_night
+    assert options.delta + options.alpha_night + 1 / options.threshold == pytest.approx(ALPHA)
+    with pytest.raises(InputError, match="night_share"):
+        SeriesOptions(reference_share=0.5, night_share=0.5)
+
+
+@pytest.mark.parametrize(("floor", "counts"), [(0.0, True), (0.05, False)], ids=["no-floor", "the-gate-floor"])
+def test_below_the_floor_the_two_sample_pvalue_is_no_evidence_either(floor, counts):
+    """D − eps = 0.04 on 20,000 rows a side: a two-sample p-value far below any night's level, and no evidence
+    at the gate's effect floor."""
+    d = reference_eps(20_000, features=1, delta=OPTIONS.delta) + 0.04
+    found = night_evidence([ks_row(d, 20_000, 20_000)], delta=OPTIONS.delta, min_effect=floor)
+    assert (found.two_sample < 1e-9) is counts and (found.two_sample == 1.0) is (not counts)
+
+
+def test_a_version_1_state_is_read_and_starts_a_new_series():
+    old = {"schema": "skewgate.drift-series", "version": 1, "profile": "abc", "nights": 40, "evalue": 3.0,
+           "alpha": ALPHA, "reference_share": 0.2}
+    state = SeriesState.from_json(old)
+    assert state.nights == 40
+    assert advance(state, evidence(0.5), profile="abc").nights == 1  # its method is not today's
+
+
+def test_a_sudden_shift_is_found_on_its_first_nights_as_bonferroni_over_365_nights_does():
+    """A 0.2σ shift after 100 healthy nights (reference 5,000 values, 500 a night; the bench's sizes): the
+    series alarms within 10 nights in every year, and on the night Bonferroni over 365 nights first does or
+    sooner in most."""
+    rng = np.random.default_rng(5)
+    delays = []
+    for _ in range(12):
+        reference = ks.ReferenceECDF.exact(rng.normal(size=5000))
+        state, bonferroni = None, None
+        for night in range(1, 131):
+            d = ks.ks_statistic(reference, rng.normal(loc=0.2 if night >= 100 else 0.0, size=500))
+            if bonferroni is None and night >= 100 and ks.ks_pvalue(d, 5000, 500) < ALPHA / 365:
+                bonferroni = night
+            state = advance(state, night_evidence([ks_row(d, 5000, 500)], delta=OPTIONS.delta, min_effect=0.05),
+                            profile="p", options=OPTIONS)
+        assert state.alarmed_night is not None and 100 <= state.alarmed_night < 110
+        delays.append((state.alarmed_night, bonferroni or 131))
+    assert sum(series <= plain for series, plain in delays) >= 8, delays

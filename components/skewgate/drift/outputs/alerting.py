@@ -7,7 +7,8 @@ Series (grouped by `job` and `model` on the gateway, so each model's latest run 
 - per feature (the `MAX_FEATURES` most drifted): `skewgate_drift_feature_statistic{feature,test}` (KS D or
   chi-square), `skewgate_drift_feature_pvalue` (adjusted), `skewgate_drift_feature_effect`,
   `skewgate_drift_feature_drifted`;
-- nightly, over the series (stats/series.py): `skewgate_drift_series_evalue` and `skewgate_drift_series_threshold`;
+- nightly, over the series (stats/series.py): `skewgate_drift_series_evalue` and `skewgate_drift_series_threshold`
+  (the e-process), `skewgate_drift_series_night_pvalue` and `skewgate_drift_series_night_level` (tonight alone);
 - `skewgate_drift_last_run_timestamp_seconds`, for an alert when the nightly run stops running.
 
 The chart's alert rules and Grafana dashboard (`charts/skewgate/files/`) read these names.
@@ -48,11 +49,16 @@ def push_drift_metrics(verdict: Verdict, features: Sequence[Mapping[str, Any]], 
     gauge("skewgate_drift_mmd", "MMD² between the reference and the current data").set(mmd.get("value") or 0.0)
     gauge("skewgate_drift_mmd_pvalue", "p-value of the MMD test").set(_number(mmd.get("pvalue"), 1.0))
     series = verdict.details.get("series")
-    if series:  # the nightly run's anytime-valid series (series.py): alarms when the e-value reaches the threshold
+    if series:  # the nightly run's anytime-valid series (series.py): the e-process, or tonight alone, alarms
         gauge("skewgate_drift_series_evalue", "running e-value over the nights against this profile").set(
             _number(series.get("evalue"), 0.0))
-        gauge("skewgate_drift_series_threshold", "the series alarms at this e-value (1/(alpha - delta))").set(
+        gauge("skewgate_drift_series_threshold",
+              "the series alarms at this e-value (1/(alpha - delta - alpha_night))").set(
             _number(series.get("threshold"), 0.0))
+        gauge("skewgate_drift_series_night_pvalue", "tonight's two-sample p-value (Bonferroni over features)").set(
+            _number(series.get("tonight_night_pvalue"), 1.0))
+        gauge("skewgate_drift_series_night_level", "the series alarms on tonight alone at or below this p").set(
+            _number(series.get("tonight_night_level"), 0.0))
     gauge("skewgate_drift_ks_error_bound", "largest error of a KS statistic from its sketches").set(
         _number(verdict.details.get("ks_error_bound"), 0.0))
     gauge("skewgate_drift_features_drifted", "features whose KS/chi-square test flags drift").set(
