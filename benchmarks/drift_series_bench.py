@@ -6,9 +6,10 @@ sampling noise) and judges 365 nights of m serving values against it, through th
 p-value (`stats/ks.py`) and the series' p-value, e-value and e-process (`series.py`).
 
 - null: the share of years with any alarm — the per-night KS test at alpha (alarms whenever a night's p < alpha)
-  and the series (alarms once its e-value reaches 1/(alpha − delta)); the series' bound is alpha.
+  and the series (alarms on tonight alone, or once its e-process reaches 1/(alpha − delta − alpha_night)); the
+  series' bound is alpha over every night.
 - shift: from night `--shift-night` the serving values move by each of `--shifts` σ; the delay in nights to the
-  first alarm on or after that night (per-night: its first alarm from then on; the series: its e-process crossing).
+  first alarm on or after that night (per-night: its first alarm from then on; the series: its first alarm).
 
 Beside them, Bonferroni over the year: a night alarms when its two-sample p < alpha/365. It bounds any false alarm
 within the year (not beyond it), and, like the per-night test, it has no effect floor. The series judges with the
@@ -16,7 +17,7 @@ gate's effect floor (`--min-effect`, 0.05 as the gate), so a shift whose KS dist
 never an alarm.
 
     .venv/bin/python benchmarks/drift_series_bench.py [--years 200] [--nights 365] [--reference 5000] [--current 500]
-        [--shifts 0.1,0.2,0.5] [--min-effect 0.05]
+        [--shifts 0.1,0.2,0.5] [--min-effect 0.05] [--night-share 0.5]
 """
 
 from __future__ import annotations
@@ -87,9 +88,11 @@ def main() -> None:
     parser.add_argument("--shifts", default="0.1,0.2,0.5", help="mean shifts, in σ (comma-separated)")
     parser.add_argument("--shift-night", type=int, default=100)
     parser.add_argument("--min-effect", type=float, default=0.05, help="the gate's effect floor (KS D)")
+    parser.add_argument("--night-share", type=float, default=SeriesOptions.night_share,
+                        help="share of alpha for the tonight-alone alarm (the rest, less delta, is the e-process')")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    options = SeriesOptions(alpha=args.alpha)
+    options = SeriesOptions(alpha=args.alpha, night_share=args.night_share)
     rng = np.random.default_rng(args.seed)
     n, m = args.reference, args.current
     print(f"{args.years} years × {args.nights} nights, reference n = {n}, m = {m} per night, alpha = {args.alpha} "

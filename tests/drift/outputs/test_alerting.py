@@ -178,11 +178,20 @@ def test_an_mmd_without_a_pvalue_pushes_one(gateway):
 def test_the_nightly_series_is_pushed_only_when_the_verdict_has_one(gateway):
     push_drift_metrics(verdict(**DETAILS), [], gateway=gateway.url, model="m")
     assert not any(name.startswith("skewgate_drift_series_") for name, _ in gateway.series())
-    push_drift_metrics(verdict(**DETAILS, series={"evalue": 12.5, "threshold": 40.0}), [], gateway=gateway.url,
-                       model="m")
+    push_drift_metrics(verdict(**DETAILS, series={"evalue": 12.5, "threshold": 40.0, "tonight_night_pvalue": 0.003,
+                                                  "tonight_night_level": 6.8e-5}), [], gateway=gateway.url, model="m")
     series = gateway.series()
     assert value(series, "skewgate_drift_series_evalue") == 12.5
     assert value(series, "skewgate_drift_series_threshold") == 40.0
+    assert value(series, "skewgate_drift_series_night_pvalue") == 0.003
+    assert value(series, "skewgate_drift_series_night_level") == 6.8e-5
+
+
+def test_a_series_before_its_first_night_pushes_a_night_that_cannot_alarm(gateway):
+    push_drift_metrics(verdict(**DETAILS, series={"evalue": 0.0, "threshold": 40.0}), [], gateway=gateway.url,
+                       model="m")
+    series = gateway.series()
+    assert value(series, "skewgate_drift_series_night_pvalue") > value(series, "skewgate_drift_series_night_level")
 
 
 def test_the_last_run_timestamp_is_now(gateway):
@@ -199,7 +208,8 @@ def test_the_series_names_are_the_ones_the_chart_reads(gateway):
         "skewgate_drift_status", "skewgate_drift_mmd", "skewgate_drift_mmd_pvalue", "skewgate_drift_features_drifted",
         "skewgate_drift_ks_error_bound", "skewgate_drift_feature_statistic", "skewgate_drift_feature_pvalue",
         "skewgate_drift_feature_effect", "skewgate_drift_feature_drifted", "skewgate_drift_series_evalue",
-        "skewgate_drift_series_threshold", "skewgate_drift_last_run_timestamp_seconds"}
+        "skewgate_drift_series_threshold", "skewgate_drift_series_night_pvalue", "skewgate_drift_series_night_level",
+        "skewgate_drift_last_run_timestamp_seconds"}
 
 
 @pytest.mark.parametrize("status", [400, 500])

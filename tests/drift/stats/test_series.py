@@ -218,7 +218,8 @@ def test_a_creep_below_the_gates_effect_floor_is_no_evidence(floor, counts):
 
 @pytest.mark.parametrize(("factor", "alarms"), [(0.99, False), (1.01, True)], ids=["just-below", "just-above"])
 def test_the_series_alarms_exactly_at_its_threshold(factor, alarms):
-    """Night 1 carries M = (0 + 1/2)·e(p): a p whose e-value puts M 1 % below or above 1/(alpha − delta)."""
+    """Night 1 carries M = (0 + 1/2)·e(p): a p whose e-value puts M 1 % below or above the e-process threshold,
+    1/(alpha − delta − alpha_night)."""
     target = 2 * OPTIONS.threshold * factor
     low, high = 1e-12, 0.5  # e(p) falls as p grows: bisect for e(p) = target
     for _ in range(200):

@@ -3,7 +3,7 @@ against one stored reference profile is at most `alpha`, however many nights are
 
 Two alarms share `alpha`, and the series alarms at the first of them (a union bound: no independence needed):
 
-- **A sudden shift: tonight alone** (`night_share` of alpha, `alpha_night`). Bonferroni over the nights with
+- **A sudden shift: tonight alone** (`night_share` of alpha, 0.7: `alpha_night`). Bonferroni over the nights with
   weights that sum to 1: night t alarms when tonight's p-value is at most `alpha_night · w_t`, with `w_t` flat,
   (1 − TAIL)/H, over the first H = `horizon` nights (365: within the first year it is Bonferroni over 365 nights
   at a share of alpha) and TAIL·H/(t(t − 1)) beyond, summing to TAIL. Tonight's p-value is the gate's own: the
@@ -13,7 +13,9 @@ Two alarms share `alpha`, and the series alarms at the first of them (a union bo
 - **A shift that builds up: the e-process** (the rest, `alpha − delta − alpha_night`). Each night gives a p-value
   that is valid *given the stored profile* (not only on average over profiles), which is converted into an
   e-value and folded into a running e-process; it alarms when it reaches 1/(alpha − delta − alpha_night)
-  (Ville's inequality).
+  (Ville's inequality; 200 at alpha 0.05). Its share is small because it costs little: it finds a shift held
+  over several nights each too small for tonight alone, and a threshold 3× higher costs it about one night
+  (benchmarks/drift_series_bench.py --night-share: 0.5 against 0.7, 0.2σ p90 6 against 5 nights).
   - *The profile's own sampling noise.* Judged against one fixed reference sample, the nights are dependent: an
     unlucky reference makes every night look shifted, so evidence multiplied over nights from the ordinary
     two-sample p-values — uniform only on average over references — would pile up. Here each numeric feature's
@@ -85,7 +87,7 @@ MAX_STATE_BYTES = 64 * 1024  # a state is a dozen numbers; an artifact an attack
 class SeriesOptions:
     alpha: float = 0.05  # P(any false alarm over the whole series) ≤ alpha
     reference_share: float = 0.2  # delta = share · alpha is spent on the reference profile's own error
-    night_share: float = 0.5  # alpha_night = share · alpha is the single-night alarm's (a sudden shift)
+    night_share: float = 0.7  # alpha_night = share · alpha is the single-night alarm's (a sudden shift)
     horizon: int = 365  # nights over which the single-night alarm spreads 1 − TAIL of alpha_night evenly
 
     def __post_init__(self) -> None:
