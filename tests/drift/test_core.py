@@ -49,7 +49,8 @@ def test_verdict_details_keep_the_keys_their_readers_use(write, tmp_path):
                         current=write("cur", make_frame(500, seed=2)), options=DriftOptions(seed=4))
     details = Verdict.read(result.verdict.write(tmp_path / "drift.json")).details
     assert set(details) == {"seed", "options", "reference_from_profile", "ks_error_bound", "rows", "mmd",
-                            "constant_features", "features"}
+                            "constant_features", "features", "period"}
+    assert details["period"] is None  # a profile of one data set
     assert set(details["mmd"]) == {"value", "pvalue", "method", "space", "bandwidths", "rows"}
     assert details["rows"] == {"reference": 500, "current": 500} == details["mmd"]["rows"]
     assert details["options"]["seed"] == details["seed"] == 4 and details["options"]["correction"] == "bh"

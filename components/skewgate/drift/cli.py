@@ -19,6 +19,7 @@ from skewgate.common.cli_support import (
 from skewgate.common.errors import SkewgateError
 from skewgate.drift.run import DEFAULTS, DriftOptions, run, write_profile
 from skewgate.drift.stats.ks import Correction
+from skewgate.drift.stats.periods import PERIODS
 from skewgate.drift.stats.series import SeriesOptions
 
 
@@ -37,6 +38,9 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
                              f"\"(other)\" (ranked on a seeded {DEFAULTS.id_selection_share:.0%}% of the reference "
                              "rows, tested on the rest), and every id checked against those the reference held "
                              "(new_ids)")
+    parser.add_argument("--timestamp", default=DEFAULTS.timestamp, metavar="COLUMN",
+                        help="the column saying when each row was logged (a timestamp, date or ISO-8601 text): not a "
+                             "feature; with `profile --period` it sets each row's period")
 
 
 def _axis(text: str) -> tuple[str, int]:
@@ -105,6 +109,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     profile.add_argument("--sketch", type=int, default=DEFAULTS.sketch,
                          help="values kept per feature sketch (the KS error bound is recorded in the profile; "
                               f"default: {DEFAULTS.sketch})")
+    profile.add_argument("--period", choices=PERIODS, default=DEFAULTS.period,
+                         help="data with a known cycle: the profile holds one profile per period of --timestamp "
+                              "(weekday: Mon … Sun), and a check against it (whose rows must all fall in one period) "
+                              f"is judged against its own period's (default: {DEFAULTS.period})")
     _add_options(profile)
     profile.set_defaults(handler=_profile)
     return parser
@@ -122,7 +130,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     tracking = tracking_options(args)  # a tracking URI MLflow would misread is refused first, as in every step
     options = DriftOptions(alpha_ks=args.alpha_ks, alpha_mmd=args.alpha_mmd, correction=args.correction,
                            min_effect=args.min_effect, permutations=args.permutations, seed=args.seed,
-                           feature_axes=tuple(args.feature_axis), ids=tuple(args.ids),
+                           feature_axes=tuple(args.feature_axis), ids=tuple(args.ids), timestamp=args.timestamp,
                            series=SeriesOptions(alpha=args.series_alpha), pushgateway_url=args.pushgateway,
                            pushgateway_model=args.pushgateway_model,
                            heatmap_name="", html_name="")  # logged under the files' own names
@@ -135,12 +143,14 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 def _profile(args: argparse.Namespace) -> int:
     configure_logging()
     options = DriftOptions(seed=args.seed, sketch=args.sketch, feature_axes=tuple(args.feature_axis),
-                           ids=tuple(args.ids))
+                           ids=tuple(args.ids), timestamp=args.timestamp, period=args.period)
     try:
-        profile = write_profile(args.reference, args.out, options=options, embed_onnx=args.embed_onnx,
-                                embed_output=args.embed_output)
+        profiles = write_profile(args.reference, args.out, options=options, embed_onnx=args.embed_onnx,
+                                 embed_output=args.embed_output)
     except SkewgateError as err:
         print(f"drift profile: {err}", file=sys.stderr)
         return EXIT_ERROR
-    print(f"wrote {args.out} ({profile.rows} rows, KS error bound {profile.ks_error_bound:.2g})", file=sys.stderr)
+    for label, profile in profiles.items():
+        print(f"wrote {args.out}{f' [{label}]' if label else ''} ({profile.rows} rows, KS error bound "
+              f"{profile.ks_error_bound:.2g})", file=sys.stderr)
     return 0

@@ -22,6 +22,8 @@ def drift_op(
     experiment: str = "skewgate",
     pipeline_run_id: str = "",
     seed: int = 0,
+    timestamp: str = "",
+    period: str = "none",
 ) -> str:
     """Drift of `current_data` against `reference_data`; also writes the reference profile for the registry.
     Returns the verdict status.
@@ -41,13 +43,21 @@ def drift_op(
         experiment: MLflow experiment of the step's run.
         pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
         seed: Seed for subsampling, feature selection and permutations.
+        timestamp: Column of when each row was logged: not a feature (empty: none).
+        period: `weekday`: the profile holds one profile per weekday of `timestamp`, and each night is judged
+            against its own weekday's (`none`: one profile).
     """
+    from typing import cast
+
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions
     from skewgate.drift.run import DriftOptions, run
+    from skewgate.drift.stats.periods import Period
 
+    # an unknown period is the run's InputError (an `error` verdict), as a bad column is
+    options = DriftOptions(seed=seed, timestamp=timestamp, period=cast(Period, period))
     result = run(reference=reference_data.path, current=current_data.path, model=onnx_model.path,
-                 heatmap=heatmap.path, html=html_report.path, profile_out=profile.path, options=DriftOptions(seed=seed),
+                 heatmap=heatmap.path, html=html_report.path, profile_out=profile.path, options=options,
                  tracking=TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id))
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)
 

@@ -41,11 +41,13 @@ from skewgate.drift.stats.mmd import (
     mmd_rff,
 )
 from skewgate.drift.stats.new_ids import NewValues, SeenValues, new_values
+from skewgate.drift.stats.periods import PeriodRows, single_label
 from skewgate.drift.stats.profile import (
     ReferenceProfile,
     decile_edges,
     is_profile,
     load_profile,
+    periods_of,
     standardise,
 )
 from skewgate.drift.stats.sketch import ks_bounds
@@ -114,6 +116,8 @@ class DriftDetails:
     mmd: MmdDetails
     constant_features: tuple[str, ...]  # numeric features with one value in the reference
     features: tuple[FeatureTest, ...]  # drifted first, then by effect; the first 200 (the rest are in MLflow)
+    # of a periodic profile: its period, timestamp column, the labels it holds and the one judged tonight
+    period: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,13 +187,15 @@ def signature_ids(model: Path | None) -> set[str]:
 
 
 def make_profile(reference: str | Path, *, options: DriftOptions = _DEFAULTS, embed_onnx: Path | None = None,
-                 embed_output: str | None = None, exact: bool = False,
-                 model: Path | None = None) -> ReferenceProfile:
+                 embed_output: str | None = None, exact: bool = False, model: Path | None = None,
+                 rows_of: PeriodRows | None = None) -> ReferenceProfile:
     """Two streamed passes: tables, moments and a row sample; then, with the standardisation and bandwidths
     known, the random-feature mean embedding. `exact` keeps the sketches as streamed and the standardised rows
-    while few enough; otherwise the sketches are cut to `options.sketch` values (what a saved profile holds)."""
+    while few enough; otherwise the sketches are cut to `options.sketch` values (what a saved profile holds).
+    `options.timestamp` is not a feature; `rows_of`: the profile of one period's rows."""
     ids = set(options.ids) | signature_ids(model or embed_onnx)  # declared, or integer inputs of the model
-    source = open_source(reference, feature_axes=dict(options.feature_axes), ids=ids)
+    source = open_source(reference, feature_axes=dict(options.feature_axes), ids=ids,
+                         exclude=(options.timestamp,) if options.timestamp else (), rows_of=rows_of)
     space, embed = "features", None
     if embed_onnx is not None:
         if not embed_output:
@@ -234,6 +240,33 @@ def make_profile(reference: str | Path, *, options: DriftOptions = _DEFAULTS, em
     return profile
 
 
+def make_periodic(reference: str | Path, *, options: DriftOptions, embed_onnx: Path | None = None,
+                  embed_output: str | None = None, model: Path | None = None) -> dict[str, ReferenceProfile]:
+    """A profile per `options.period` label the reference's `options.timestamp` holds (sketched, as saved): two
+    passes over the reference per label, so 14 for weekdays."""
+    if options.period == "none" or not options.timestamp:
+        raise InputError("--period/--timestamp", expected="a period and the timestamp column that sets it",
+                         found=f"period {options.period!r}, timestamp {options.timestamp!r}")
+    source = open_source(reference, ids=options.ids, exclude=(options.timestamp,))
+    counts = source.period_counts(options.timestamp, options.period)
+    log.info("a profile per %s: %s", options.period, dict(counts))
+    return {label: make_profile(reference, options=options, embed_onnx=embed_onnx, embed_output=embed_output,
+                                model=model, rows_of=PeriodRows(options.period, options.timestamp, label))
+            for label in counts}
+
+
+def load_reference(path: str | Path, current: str | Path) -> ReferenceProfile:
+    """The saved profile at `path`; of a periodic one, the profile of the period every row of `current` (the
+    whole data set, not a shard) falls in: a night spanning several periods is an `InputError`."""
+    periods = periods_of(path)
+    if periods is None:
+        return load_profile(path)
+    counts = open_source(current, exclude=(periods.timestamp,)).period_counts(periods.timestamp, periods.period)
+    label = single_label(counts, column=periods.timestamp, source=str(current), period=periods.period)
+    log.info("judging the %s %s against its own profile", periods.period, label)
+    return load_profile(path, period=label)
+
+
 def check_schema(reference_dtypes: dict[str, str], current: Source, *, reference_source: str) -> None:
     """Missing or extra columns and dtype changes are bad input (the step could not compare like with like)."""
     missing = [c for c in reference_dtypes if c not in current.dtypes]
@@ -254,7 +287,8 @@ def summarise_current(profile: ReferenceProfile, current: str | Path, *, options
     """One streamed pass over `current` (or its `files`; `rows`: the whole data set's rows, which sets the
     MMD share) against the profile: what `decide` needs."""
     layout = profile.extra.get("layout", {})
-    source = open_source(current, files=files, feature_axes=layout.get("feature_axes"), ids=layout.get("ids", ()))
+    source = open_source(current, files=files, feature_axes=layout.get("feature_axes"), ids=layout.get("ids", ()),
+                         exclude=layout.get("exclude", ()))
     check_schema(profile.dtypes, source, reference_source=str(profile.extra.get("source", "the reference")))
     embed = None
     if profile.mmd_space != "features":
@@ -277,7 +311,7 @@ def drift_gate(*, reference: str | Path, current: str | Path, options: DriftOpti
     artifact the verdict is about, so that promote can match it to the file it promotes."""
     from_profile = is_profile(reference)
     log.info("loading reference%s and current data", " profile" if from_profile else "")
-    profile = load_profile(reference) if from_profile else make_profile(
+    profile = load_reference(reference, current) if from_profile else make_profile(
         reference, options=options, embed_onnx=embed_onnx, embed_output=embed_output, exact=True, model=model)
     profile.extra.setdefault("source", str(reference))
     cur = summarise_current(profile, current, options=options, embed_onnx=embed_onnx, embed_output=embed_output)
@@ -348,7 +382,7 @@ def decide(profile: ReferenceProfile, cur: SideStats, *, options: DriftOptions, 
                        bandwidths=tuple(profile.features.bandwidths),
                        rows=SideRows(reference=profile.mmd_rows, current=cur.mmd_rows)),
         constant_features=tuple(n for n, e in zip(profile.numeric_names, profile.edges, strict=True) if e[0] == e[-1]),
-        features=tuple(table[:200]),
+        features=tuple(table[:200]), period=profile.extra.get("period"),
     )
     verdict = Verdict.from_checks(STEP, checks, subject=subject, details=details)
     return DriftResult(verdict=verdict, details=details, features=table, coverage=cur.coverage_shares(),

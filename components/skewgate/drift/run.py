@@ -29,6 +29,7 @@ from skewgate.common.registry import Champion, ChampionReader
 from skewgate.common.steps import DEFAULT_ALIAS
 from skewgate.common.verdict import Verdict
 from skewgate.drift.stats.categories import MIN_EXPECTED, SELECTION_SHARE
+from skewgate.drift.stats.periods import Period
 from skewgate.drift.stats.series import SeriesOptions
 from skewgate.drift.stats.sketch import DEFAULT_CAPACITY
 from skewgate.drift.stats.source import BATCH_ROWS
@@ -73,6 +74,8 @@ class DriftOptions:
     max_categories: int = 1000  # an id feature keeps its most frequent ids, the rest count as "(other)"
     id_selection_share: float = SELECTION_SHARE  # reference rows that rank the ids; the others are tested
     min_expected: float = MIN_EXPECTED  # a category expecting fewer on the smaller side is pooled into "(rare)"
+    timestamp: str = ""  # a column that is not a feature: when each row was logged (sets its period)
+    period: Period = "none"  # a saved profile holds one profile per period of `timestamp` (stats/periods.py)
     seed: int = 0
     # with a series state (`run`'s `series_state`): one night of an anytime-valid series (stats/series.py)
     series: SeriesOptions = field(default_factory=SeriesOptions)
@@ -137,8 +140,8 @@ def gate_in_run(step_run: StepRun | None, *, reference: str | Path, current: str
     (`registry_tags`); with `options.pushgateway_url`, the figures are pushed for Prometheus. With `series_state`
     (a JSON file, read when it exists and rewritten), the check is one night of an anytime-valid series against
     the reference (series.py): `series.anytime_valid` joins tonight's checks."""
-    from skewgate.drift.core import drift_gate
-    from skewgate.drift.stats.profile import save_profile
+    from skewgate.drift.core import drift_gate, make_periodic
+    from skewgate.drift.stats.profile import save_periodic, save_profile
     from skewgate.drift.stats.series import judge, load_state, save_state
 
     result = drift_gate(reference=reference, current=current, options=options, embed_onnx=embed_onnx,
@@ -149,7 +152,7 @@ def gate_in_run(step_run: StepRun | None, *, reference: str | Path, current: str
         key = sha256_file(reference) if result.details.reference_from_profile else result.profile.sha256
         judged, state = judge(result.verdict, result.features, load_state(series_state), profile=key,
                               options=options.series, date=datetime.now(UTC).isoformat(timespec="seconds"),
-                              min_effect=options.min_effect)
+                              min_effect=options.min_effect, profiles=profiles_behind(result))
         save_state(state, series_state)
         result = dataclasses.replace(result, verdict=judged)
     verdict = result.verdict.judged_with(options)
@@ -158,12 +161,22 @@ def gate_in_run(step_run: StepRun | None, *, reference: str | Path, current: str
         verdict = dataclasses.replace(verdict, details={**verdict.details, "pushgateway": pushed})
     if profile_out is None:
         return verdict
-    save_profile(result.profile.sketched(options.sketch), profile_out)
+    if options.period != "none":  # a profile per period, for the nights (tonight was judged against them all)
+        save_periodic(make_periodic(reference, options=options, embed_onnx=embed_onnx, embed_output=embed_output,
+                                    model=Path(model) if model else None),
+                      profile_out, period=options.period, timestamp=options.timestamp)
+    else:
+        save_profile(result.profile.sketched(options.sketch), profile_out)
     if step_run is None:
         return verdict
     uri = step_run.log_artifact_as(profile_out, "reference.profile", "profile") + "/reference.profile"
     tags = {PROFILE_URI_TAG: uri, PROFILE_SHA_TAG: sha256_file(profile_out)}
     return dataclasses.replace(verdict, registry_tags=tags)
+
+
+def profiles_behind(result: DriftResult) -> int:
+    """The profiles a series against this reference is judged with: a periodic profile's periods, else 1."""
+    return len((result.profile.extra.get("period") or {}).get("labels", ())) or 1
 
 
 def publish(result: DriftResult, step_run: StepRun | None, *, heatmap: str | Path | None, html: str | Path | None,
@@ -179,16 +192,21 @@ def publish(result: DriftResult, step_run: StepRun | None, *, heatmap: str | Pat
 
 
 def write_profile(reference: str | Path, out: str | Path, *, options: DriftOptions = DEFAULTS,
-                  embed_onnx: Path | None = None, embed_output: str | None = None) -> ReferenceProfile:
+                  embed_onnx: Path | None = None, embed_output: str | None = None) -> dict[str, ReferenceProfile]:
     """`skewgate drift profile`: the reference profile of `reference`, sketched to `options.sketch` values per
-    feature, saved to `out`."""
-    from skewgate.drift.core import make_profile
-    from skewgate.drift.stats.profile import save_profile
+    feature, saved to `out`; with `options.period`, one per period (`save_periodic`). Returns them by label
+    ("" for the one profile of a data set)."""
+    from skewgate.drift.core import make_periodic, make_profile
+    from skewgate.drift.stats.profile import save_periodic, save_profile
 
+    if options.period != "none":
+        profiles = make_periodic(reference, options=options, embed_onnx=embed_onnx, embed_output=embed_output)
+        save_periodic(profiles, out, period=options.period, timestamp=options.timestamp)
+        return profiles
     profile = make_profile(reference, options=options, embed_onnx=embed_onnx, embed_output=embed_output,
                            exact=False)
     save_profile(profile, out)
-    return profile
+    return {"": profile}
 
 
 def require_tracking(step_run: StepRun | None) -> StepRun:
@@ -279,7 +297,8 @@ def night_in_run(step_run: StepRun | None, registry: NightlyRegistry, *, model_n
             html_name=options.html_name)
     previous = load_state(series_in) if series_in else SeriesState.from_tags(found.tags)
     judged, state = judge(result.verdict, result.features, previous, profile=found.tags[PROFILE_SHA_TAG],
-                          options=options.series, date=date, min_effect=DEFAULTS.min_effect)
+                          options=options.series, date=date, min_effect=DEFAULTS.min_effect,
+                          profiles=profiles_behind(result))
     if series_out:
         save_state(state, series_out)
     tags = {NIGHTLY_TAG: nightly_tag(judged.status, date, step_run.run_id if step_run is not None else ""),
@@ -324,13 +343,12 @@ def plan_nightly(*, model_name: str, snapshot: str, profile_out: str | Path, opt
 
 def partial_statistics(profile: str, snapshot: str, *, shard: int, shards: int, rows: int, out: str) -> Path:
     """One shard's statistics against the profile: files `shard`, `shard + shards`, … of the snapshot."""
-    from skewgate.drift.core import summarise_current
-    from skewgate.drift.stats.profile import load_profile
+    from skewgate.drift.core import load_reference, summarise_current
     from skewgate.drift.stats.source import open_source
     from skewgate.drift.stats.stream import empty_side, save_partial
 
     files = open_source(snapshot).files[shard::shards]
-    reference = load_profile(profile)
+    reference = load_reference(profile, snapshot)
     stats = summarise_current(reference, snapshot, files=files, rows=rows) if files else empty_side(
         reference.numeric_names, tuple(reference.categories), reference.features.size)
     return save_partial(stats, out)
@@ -339,8 +357,7 @@ def partial_statistics(profile: str, snapshot: str, *, shard: int, shards: int, 
 def merge_partials(profile: str, partials: Sequence[str], *, current: str,
                    options: DriftOptions = DEFAULTS) -> DriftResult:
     """The verdict from the shards' statistics: what one pass over the whole snapshot decides."""
-    from skewgate.drift.core import decide
-    from skewgate.drift.stats.profile import load_profile
+    from skewgate.drift.core import decide, load_reference
     from skewgate.drift.stats.source import open_source
     from skewgate.drift.stats.stream import load_partial, merge
 
@@ -349,7 +366,7 @@ def merge_partials(profile: str, partials: Sequence[str], *, current: str,
     for part in loaded[1:]:
         merged = merge(merged, part, capacity=options.sketch_capacity, exact_rows=options.exact_rows)
     merged.extra["sha256"] = open_source(current).sha256()  # of the whole snapshot, as one pass records it
-    return decide(load_profile(profile), merged, options=options, from_profile=True, current=current)
+    return decide(load_reference(profile, current), merged, options=options, from_profile=True, current=current)
 
 
 def push(result: DriftResult, *, gateway: str, model: str) -> str:

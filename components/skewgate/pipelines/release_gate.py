@@ -84,6 +84,8 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
         stream_model: str = "",
         stream_states: str = "",
         stream_initial_state: str = "",
+        drift_timestamp: str = "",
+        drift_period: str = "none",
     ) -> str:
         """Gate the promotion of one candidate; returns the outcome (`promoted`), which the exit handler
         `finish-mlflow-run` also writes to the MLflow parent run. A refused promotion fails the run in
@@ -130,6 +132,11 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
                 comma-separated.
             stream_initial_state: Initial state — URI of an `.npz` keyed by state input, the state each sequence
                 starts from (empty: zeros).
+            drift_timestamp: Timestamp column — of the drift features: when each row was logged, not a feature
+                (empty: none).
+            drift_period: Drift period — `weekday`: the profile stored for the nightly check holds one profile
+                per weekday of the timestamp column, and each night is judged against its own weekday's; the
+                release check judges the whole reference (`none`: one profile).
         """
         # The exit handler ends the run's MLflow parent run with the outcome, however the tasks below end.
         finisher = add_finisher(pipeline="release-gate", tracking_uri=mlflow_tracking_uri, experiment=model_name,
@@ -174,6 +181,8 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
                 tracking_uri=mlflow_tracking_uri,
                 experiment=model_name,
                 pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                timestamp=drift_timestamp,
+                period=drift_period,
             )
             sized(drift, "drift", "drift-gate")
 

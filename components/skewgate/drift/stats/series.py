@@ -229,22 +229,25 @@ class NightEvidence:
     features: int
 
 
-def night_evidence(rows: Iterable[Mapping[str, Any]], *, delta: float, min_effect: float = 0.0) -> NightEvidence:
+def night_evidence(rows: Iterable[Mapping[str, Any]], *, delta: float, min_effect: float = 0.0,
+                   profiles: int = 1) -> NightEvidence:
     """Tonight's evidence from the drift gate's feature table: per numeric feature its `effect` (the least KS D
     the sketches allow), its two-sample `pvalue` and the sample sizes. A feature whose distance less the DKW
-    allowance is below `min_effect` gives p = 1 to both."""
+    allowance is below `min_effect` gives p = 1 to both. `profiles`: the profiles the series' nights are judged
+    against (a periodic profile's periods), all of whose ECDFs the DKW event must cover."""
     tested = [r for r in rows if r.get("test") == "ks" and r.get("statistic") is not None
               and r.get("pvalue") is not None and r.get("reference_n") and r.get("current_n")
               and "untestable" not in r]
     if not tested:
         return NightEvidence(1.0, 1.0, 0)
     k = len(tested)
+    ecdfs = k * max(profiles, 1)
     given, two_sample = 1.0, 1.0
     for r in tested:
         d, n, m = float(r["effect"]), int(r["reference_n"]), int(r["current_n"])
-        if max(d - reference_eps(n, features=k, delta=delta), 0.0) < min_effect:
+        if max(d - reference_eps(n, features=ecdfs, delta=delta), 0.0) < min_effect:
             continue  # below the effect floor: no evidence for either alarm
-        given = min(given, feature_pvalue(d, reference_n=n, current_n=m, features=k, delta=delta))
+        given = min(given, feature_pvalue(d, reference_n=n, current_n=m, features=ecdfs, delta=delta))
         two_sample = min(two_sample, float(r["pvalue"]))
     return NightEvidence(min(1.0, k * given), min(1.0, k * two_sample), k)
 
@@ -311,15 +314,16 @@ def details(state: SeriesState, options: SeriesOptions = SeriesOptions(), *, fea
 
 
 def judge(verdict: Verdict, rows: Iterable[Mapping[str, Any]], state: SeriesState | None, *, profile: str,
-          options: SeriesOptions = SeriesOptions(), date: str = "", min_effect: float = 0.0) -> tuple[Verdict,
-                                                                                                    SeriesState]:
+          options: SeriesOptions = SeriesOptions(), date: str = "", min_effect: float = 0.0,
+          profiles: int = 1) -> tuple[Verdict, SeriesState]:
     """The verdict with "over the series" beside "tonight", and the state to keep: the series decides the night
     (`series.anytime_valid`, a `fail` check: the alarm whose false-alarm probability over all nights is bounded);
     tonight's drift decision (`TONIGHT_DECISIONS`) is reported as a warning; data-quality checks keep their
     severity. `rows`: the whole feature table (the verdict's details keep only the first 200); `min_effect`: the
-    gate's effect floor, below which no distance is evidence. The night is known by the digest of the data it
-    judged (the verdict's subject): judging the same snapshot again replaces the night."""
-    evidence = night_evidence(rows, delta=options.delta, min_effect=min_effect)
+    gate's effect floor, below which no distance is evidence; `profiles`: the periods of a periodic profile. The
+    night is known by the digest of the data it judged (the verdict's subject): judging the same snapshot again
+    replaces the night."""
+    evidence = night_evidence(rows, delta=options.delta, min_effect=min_effect, profiles=profiles)
     snapshot = str(verdict.subject.data.get("current", "")) if verdict.subject else ""
     state = advance(state, evidence, profile=profile, options=options, date=date, snapshot=snapshot)
     tonight = tuple(replace(c, severity="warn", detail=f"{c.detail} (reported; the series decides the night)")

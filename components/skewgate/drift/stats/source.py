@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ import numpy as np
 
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, sha256_file
+from skewgate.drift.stats.periods import Period, PeriodRows, labels
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,16 +53,21 @@ class Source:
     """One input data set. `dtypes` keeps the table's column order; numeric columns are the int/float ones."""
 
     def __init__(self, location: str, *, files: Sequence[str] = (), feature_axes: Mapping[str, int] | None = None,
-                 ids: Collection[str] = ()) -> None:
+                 ids: Collection[str] = (), exclude: Collection[str] = (), rows_of: PeriodRows | None = None) -> None:
         self.location = location
         self.feature_axes = dict(feature_axes or {})
         self.ids = set(ids)
+        self.exclude = set(exclude)  # columns that are not features (a timestamp)
+        self.rows_of = rows_of  # only the rows of this period (a periodic profile's reference)
         self.positions: dict[str, int] = {}
         self._axes: dict[str, int] = {}
         self._npz: dict[str, np.ndarray] | None = None
         self._dataset: ds.Dataset | None = None
         self._filesystem: pafs.FileSystem | None = None
         if location.lower().endswith(".npz") and "://" not in location:
+            if rows_of is not None or self.exclude:
+                raise InputError(location, expected="a table with a timestamp column (for --timestamp/--period)",
+                                 found="an .npz of arrays")
             self._open_npz(Path(location))
         else:
             self._open_table(location, files)
@@ -146,8 +153,13 @@ class Source:
         self.files = tuple(f.path for f in fragments)
         # partition keys are in the data set's schema but in no file; numeric features are compared as float64
         # whatever width each side was written with (they are read as float32 either way)
+        self.columns = {f.name for f in schema if f.name in physical}
+        missing = sorted(self.exclude - self.columns)
+        if missing:
+            raise InputError(location, field=missing[0], expected="a column of the data (named by --timestamp)",
+                             found=f"columns {sorted(self.columns)[:10]}")
         self.dtypes = {f.name: _schema_dtype(f.type, id_column=f.name in self.ids) for f in schema
-                       if f.name in physical}
+                       if f.name in physical and f.name not in self.exclude}
         for name in self.ids:
             if name in self.dtypes:
                 dtype = self.dtypes[name]
@@ -160,14 +172,28 @@ class Source:
     @property
     def layout(self) -> dict[str, Any]:
         """How the features were read, so that the other side is read the same way (kept in the profile)."""
-        return {"feature_axes": dict(self._axes), "ids": sorted(self.ids), "positions": dict(self.positions)}
+        return {"feature_axes": dict(self._axes), "ids": sorted(self.ids), "positions": dict(self.positions),
+                "exclude": sorted(self.exclude)}
 
     # ---- reading
     def count_rows(self) -> int:
+        if self._rows < 0 and self.rows_of is not None:  # one period's rows: counted from the timestamps
+            self._rows = self.period_counts(self.rows_of.column, self.rows_of.period)[self.rows_of.label]
         if self._rows < 0:
             assert self._dataset is not None
             self._rows = int(self._dataset.count_rows())  # Parquet: from the footers, no data read
         return self._rows
+
+    def period_counts(self, column: str, period: Period) -> Counter[str]:
+        """Rows per period label of the whole data set, from its `column` alone."""
+        if self._dataset is None or column not in self.columns:
+            raise InputError(self.location, field=column, expected="a timestamp column (--timestamp)",
+                             found="no such column" if self._dataset is not None else "an .npz of arrays")
+        counts: Counter[str] = Counter()
+        for fragment in self._dataset.get_fragments():
+            for record in self._records(fragment, [column], BATCH_ROWS):
+                counts.update(labels(record.column(column), period=period, name=column, source=fragment.path))
+        return counts
 
     def batches(self, *, batch_rows: int = BATCH_ROWS) -> Iterator[Batch]:
         if self._npz is not None:
@@ -175,9 +201,15 @@ class Source:
             return
         assert self._dataset is not None
         columns = list(self.dtypes)
+        if self.rows_of is not None:
+            columns.append(self.rows_of.column)
         for fragment in self._dataset.get_fragments():
             origin = _relative(fragment.path, _root(self.location))
             for record in self._records(fragment, columns, batch_rows):
+                if self.rows_of is not None:
+                    rows_of = self.rows_of
+                    record = record.filter(labels(record.column(rows_of.column), period=rows_of.period,
+                                                  name=rows_of.column, source=fragment.path) == rows_of.label)
                 if record.num_rows:
                     yield self._to_batch(record, origin)
 
@@ -253,10 +285,11 @@ class Source:
 
 
 def open_source(location: str | Path, *, files: Sequence[str] = (), feature_axes: Mapping[str, int] | None = None,
-                ids: Collection[str] = ()) -> Source:
+                ids: Collection[str] = (), exclude: Collection[str] = (), rows_of: PeriodRows | None = None) -> Source:
     """`files`: read only these files of the data set (a fan-out shard). `feature_axes`: an N-D array's feature
-    axis by name (default per layout: `feature_axis`). `ids`: integer columns/arrays that are ids (categories)."""
-    return Source(str(location), files=files, feature_axes=feature_axes, ids=ids)
+    axis by name (default per layout: `feature_axis`). `ids`: integer columns/arrays that are ids (categories).
+    `exclude`: columns that are not features (a timestamp). `rows_of`: only the rows of one period."""
+    return Source(str(location), files=files, feature_axes=feature_axes, ids=ids, exclude=exclude, rows_of=rows_of)
 
 
 def feature_axis(name: str, shape: tuple[int, ...], declared: Mapping[str, int]) -> int:
