@@ -291,3 +291,12 @@ def test_a_sudden_shift_is_found_on_its_first_nights_as_bonferroni_over_365_nigh
         assert state.alarmed_night is not None and 100 <= state.alarmed_night < 110
         delays.append((state.alarmed_night, bonferroni or 131))
     assert sum(series <= plain for series, plain in delays) >= 8, delays
+
+
+def test_a_periodic_profile_widens_the_reference_allowance_over_all_its_periods():
+    """Seven weekday profiles: the DKW event must hold for 7·K reference ECDFs, so the same distance is weaker
+    evidence given the profile (the two-sample p of tonight alone is unchanged)."""
+    row = ks_row(0.09, n=5000, m=500)
+    one, seven = (night_evidence([row], delta=0.01, min_effect=0.0, profiles=p) for p in (1, 7))
+    assert one.two_sample == seven.two_sample
+    assert one.given_profile < seven.given_profile < 1.0

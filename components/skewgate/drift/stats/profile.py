@@ -158,7 +158,7 @@ def is_profile(path: str | Path) -> bool:
 
 def periods_of(path: str | Path) -> Periods | None:
     """The periods a periodic profile holds; None for a profile of one data set."""
-    return _periods(Path(path), _read(path)[1])
+    return _periods(Path(path), _read(path, name=path)[1])
 
 
 def _periods(path: Path, header: dict[str, Any]) -> Periods | None:
@@ -170,20 +170,20 @@ def _periods(path: Path, header: dict[str, Any]) -> Periods | None:
     return Periods(period=header["period"], timestamp=header["timestamp"], rows=dict(header["rows"]))
 
 
-def _read(source: str | Path | io.BytesIO, *, name: str | Path = "") -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+def _read(source: str | Path | io.BytesIO, *, name: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     try:
         with np.load(source, allow_pickle=False) as archive:
             data = {name: archive[name] for name in archive.files}
         return data, json.loads(str(data["header"]))
     except (OSError, ValueError, KeyError, EOFError) as err:
-        raise InputError(name or source, expected="a skewgate drift profile",
+        raise InputError(name, expected="a skewgate drift profile",
                          found=f"{type(err).__name__}: {err}") from err
 
 
 def load_profile(path: str | Path, *, period: str | None = None) -> ReferenceProfile:
     """The profile at `path`; of a periodic one, the profile of the `period` label (which it must hold)."""
     path = Path(path)
-    data, header = _read(path)
+    data, header = _read(path, name=path)
     periods = _periods(path, header)
     if periods is not None:
         if period is None:
