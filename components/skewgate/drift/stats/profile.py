@@ -158,7 +158,12 @@ def is_profile(path: str | Path) -> bool:
 
 def periods_of(path: str | Path) -> Periods | None:
     """The periods a periodic profile holds; None for a profile of one data set."""
-    return _periods(Path(path), _read(path, name=path)[1])
+    try:
+        with np.load(path, allow_pickle=False) as archive:  # lazy: only the header is read
+            header = json.loads(str(archive["header"]))
+    except (OSError, ValueError, KeyError, EOFError) as err:
+        raise InputError(path, expected="a skewgate drift profile", found=f"{type(err).__name__}: {err}") from err
+    return _periods(Path(path), header)
 
 
 def _periods(path: Path, header: dict[str, Any]) -> Periods | None:
