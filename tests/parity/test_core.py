@@ -67,8 +67,8 @@ def test_int8_with_one_badly_calibrated_layer_is_localised(parity_model, tmp_pat
     good = quantize(parity_model["onnx"], tmp_path / "good.int8.onnx", parity_model["inputs"])
     clean = _run(parity_model, parity_model["onnx"], int8=good)
     assert clean.verdict.status == "pass", clean.verdict.message
-    assert clean.verdict.details["int8_agreement"]["top1_agreement"] >= 0.95
-    assert clean.verdict.details["int8_agreement"]["task"] == "classification"
+    (judged,) = clean.verdict.details["int8_agreement"].values()  # the one output, by its name
+    assert judged["top1_agreement"] >= 0.95 and judged["task"] == "classification"
     broken = quantize(parity_model["onnx"], tmp_path / "bad.int8.onnx", parity_model["inputs"], break_value="relu")
     result = _run(parity_model, parity_model["onnx"], int8=broken)
     assert result.verdict.status == "fail"
@@ -143,12 +143,18 @@ def test_first_divergence_skips_errors_inherited_from_upstream():
 
 
 def int8_checks(reference, candidate, **options):
-    """`_int8_checks` on one output held in two batches, as parity streams it."""
-    err = RunningError(Tolerance(0.0, 0.0))
-    err.update(candidate, reference, np.random.default_rng(0))
-    kept = {"fp32": [reference[:1], reference[1:]], "int8": [candidate[:1], candidate[1:]]}
-    checks, figures = _int8_checks({"out": err}, kept, ParityOptions(**options), probabilities=False)
-    return {c.name: c for c in checks}, figures
+    """`_int8_checks` on outputs (one array: the output `out`; else name → array) held in two batches, as parity
+    streams them; the figures of `out` when it is the only one."""
+    single = not isinstance(reference, dict)
+    references, candidates = ({"out": reference}, {"out": candidate}) if single else (reference, candidate)
+    errors = {}
+    for name in references:
+        errors[name] = RunningError(Tolerance(0.0, 0.0))
+        errors[name].update(candidates[name], references[name], np.random.default_rng(0))
+    kept = {"fp32": {n: [r[:1], r[1:]] for n, r in references.items()},
+            "int8": {n: [c[:1], c[1:]] for n, c in candidates.items()}}
+    checks, figures = _int8_checks(errors, kept, ParityOptions(**options), probabilities=set())
+    return {c.name: c for c in checks}, figures["out"] if single else figures
 
 
 def test_int8_segmentation_is_judged_per_pixel_over_axis_1():
@@ -157,18 +163,57 @@ def test_int8_segmentation_is_judged_per_pixel_over_axis_1():
     changed[0, :, 0, 0] = -changed[0, :, 0, 0]  # one pixel's argmax moves
     checks, figures = int8_checks(logits, changed, min_top1_agreement=0.98)
     assert (figures["task"], figures["class_axis"]) == ("segmentation", 1)
-    assert checks["int8.top1_agreement"].value == pytest.approx(47 / 48) and not checks["int8.top1_agreement"].passed
-    assert "47 of 48 positions kept" in checks["int8.top1_agreement"].detail and figures["miou"] < 1
-    assert int8_checks(logits, changed, min_top1_agreement=0.97)[0]["int8.top1_agreement"].passed
+    check = checks["int8.top1_agreement.out"]
+    assert check.value == pytest.approx(47 / 48) and not check.passed
+    assert "47 of 48 positions kept" in check.detail and figures["miou"] < 1
+    assert int8_checks(logits, changed, min_top1_agreement=0.97)[0]["int8.top1_agreement.out"].passed
 
 
 def test_int8_regression_declared_is_judged_by_its_error_and_has_no_kl():
     values = np.linspace(0, 1, 64, dtype=np.float32).reshape(32, 2)
     checks, figures = int8_checks(values, values + np.float32(0.001), task="regression")
-    assert figures["task"] == "regression" and checks["int8.error_agreement"].passed
-    assert "int8.kl_divergence" not in checks and "int8.top1_agreement" not in checks
+    assert figures["task"] == "regression" and checks["int8.error_agreement.out"].passed
+    assert not any(name.startswith(("int8.kl_divergence", "int8.top1_agreement")) for name in checks)
     worse, _ = int8_checks(values, values + np.float32(0.1), task="regression")
-    assert not worse["int8.error_agreement"].passed  # 0.1 is 34% of the spread (0.29)
+    assert not worse["int8.error_agreement.out"].passed  # 0.1 is 34% of the spread (0.29)
+
+
+def _two_heads(harm_boxes: float) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A classifier's logits beside a box regressor's four values, and an INT8 side whose boxes moved by
+    `harm_boxes` of their spread on the first 8 of 64 samples (the logits untouched)."""
+    rng = np.random.default_rng(1)
+    reference = {"logits": rng.normal(size=(64, 10)).astype(np.float32),
+                 "boxes": rng.normal(size=(64, 4)).astype(np.float32)}
+    boxes = reference["boxes"].copy()
+    boxes[:8] += np.float32(harm_boxes) * reference["boxes"].std(axis=0)
+    return reference, {"logits": reference["logits"].copy(), "boxes": boxes}
+
+
+def test_int8_judges_every_output_so_harm_to_the_second_head_is_caught():
+    """Before, only the first output was judged: INT8 that moved a box head's values by a third of their spread
+    passed parity's agreement (calibrate, which judges every output, failed it)."""
+    reference, candidate = _two_heads(0.3)
+    checks, figures = int8_checks(reference, candidate, output_tasks={"boxes": "regression"})
+    assert checks["int8.top1_agreement.logits"].passed
+    assert not checks["int8.error_agreement.boxes"].passed
+    assert checks["int8.error_agreement.boxes"].value == pytest.approx(56 / 64)
+    assert (figures["boxes"]["task"], figures["boxes"]["why"]) == ("regression", "declared for boxes")
+    fine, _ = int8_checks(*_two_heads(0.04), output_tasks={"boxes": "regression"})  # within 0.05 of the spread
+    assert fine["int8.error_agreement.boxes"].passed
+
+
+def test_an_output_task_for_an_output_the_model_lacks_is_an_error_naming_the_outputs():
+    with pytest.raises(InputError, match=r"output_tasks: expected outputs of the model \(logits, boxes\), found 'box'"):
+        int8_checks(*_two_heads(0.0), output_tasks={"box": "regression"})
+
+
+@pytest.mark.parametrize("options", [pytest.param({"task": "regresion"}, id="task"),
+                                     pytest.param({"output_tasks": {"out": "segmentaton"}}, id="output-task")])
+def test_a_mistyped_task_is_an_error_without_int8_too(parity_model, options):
+    """Without --int8 no output would read the task: it is refused all the same, before anything runs."""
+    with pytest.raises(InputError, match="task"):
+        parity(torch_model=parity_model["pt2"], onnx=parity_model["onnx"], inputs=parity_model["inputs"],
+               options=ParityOptions(**options))
 
 
 def test_error_reservoir_is_bounded():
@@ -223,7 +268,7 @@ def test_the_int8_agreement_limit_is_stated_on_the_command_line(parity_model, tm
                  "--int8", str(int8), "--inputs", str(parity_model["inputs"]), "--min-top1-agreement", str(limit),
                  "--report", str(tmp_path / "p.json")])
     check = next(c for c in json.loads((tmp_path / "p.json").read_text())["checks"]
-                 if c["name"] == "int8.top1_agreement")
+                 if c["name"].startswith("int8.top1_agreement."))
     assert check["limit"] == limit
     assert check["passed"] == (check["value"] >= limit)
     if passes:

@@ -22,6 +22,7 @@ def calibrate_op(
     min_top1_agreement: float = 0.99,
     task: str = "auto",
     class_axis: str = "",
+    output_tasks: str = "",
     tracking_uri: str = "",
     experiment: str = "skewgate",
     pipeline_run_id: str = "",
@@ -47,6 +48,8 @@ def calibrate_op(
             as parity judges it.
         task: What the outputs are: auto, classification, segmentation, embedding or regression.
         class_axis: The class axis of a classification or segmentation output (empty: inferred).
+        output_tasks: One output's own task where a model has several, as `NAME=TASK[:AXIS]`, comma-separated
+            (`logits=classification,boxes=regression`); the others are judged as `task` says.
         tracking_uri: MLflow tracking URI where the step logs its run and verdict (empty: no MLflow).
         experiment: MLflow experiment of the step's run.
         pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
@@ -56,7 +59,7 @@ def calibrate_op(
     from skewgate.calibrate.int8.ranges import Method
     from skewgate.calibrate.run import CalibrateOptions, run
     from skewgate.common.kfp_io import finish
-    from skewgate.common.output_tasks import Task, parse_class_axis
+    from skewgate.common.output_tasks import Task, parse_class_axis, parse_output_tasks
     from skewgate.common.recording import TrackingOptions
 
     # A KFP parameter is a plain string: `calibrate()` checks it is a `Method` before anything else (an
@@ -65,7 +68,9 @@ def calibrate_op(
                  out=int8_model.path, plot=histograms.path, html=html_report.path,
                  options=CalibrateOptions(method=cast(Method, method), max_accuracy_drop=max_accuracy_drop,
                                           min_top1_agreement=min_top1_agreement, task=cast(Task, task),
-                                          class_axis=parse_class_axis(class_axis)),
+                                          class_axis=parse_class_axis(class_axis),
+                                          output_tasks=parse_output_tasks(output_tasks.split(","),
+                                                                          field_name="output_tasks")),
                  tracking=TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id))
     int8_model.metadata["format"] = "onnx-qdq-int8"
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)

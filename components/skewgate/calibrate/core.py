@@ -36,7 +36,7 @@ from skewgate.common.compare import Tolerance
 from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
-from skewgate.common.output_tasks import Agreement
+from skewgate.common.output_tasks import Agreement, check_task_options
 from skewgate.common.resolution import describe as describe_resolution
 from skewgate.common.runtime import session
 from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
@@ -113,6 +113,7 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
     options = options or CalibrateOptions()
     if options.method not in get_args(Method):
         raise InputError("method", expected=f"one of {get_args(Method)}", found=repr(options.method))
+    check_task_options(task=options.task, class_axis=options.class_axis, output_tasks=options.output_tasks)
     model = load_onnx(onnx)
     specs = onnx_input_specs(model)
     calib = {s.name: v for s, v in zip(specs, _inputs(calibration, specs), strict=True)}
@@ -122,6 +123,8 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
                          found=f"{samples}")
     eval_arrays = load_npz(eval_data, expected=specs)
     feeds = {s.name: eval_arrays[s.name] for s in specs}
+    if not len(next(iter(feeds.values()))):
+        raise InputError(eval_data, expected="at least one eval sample to judge INT8 on", found="0 samples")
     truth = _labels(labels, eval_arrays, eval_data, len(next(iter(feeds.values()))))
     weighted = [n for n in model.graph.node if n.op_type in WEIGHTED_OPS]
     if not weighted:
@@ -134,7 +137,8 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
     # The figures that gate come from model files in default sessions (see evaluate.py): the FP32 reference
     # once per run, from the file given, for every trial; each INT8 candidate from the file written.
     ref = reference(onnx, model, feeds, truth, batch_size=options.batch_size, source=labels or eval_data,
-                    task=options.task, class_axis=options.class_axis, min_cosine=options.min_cosine_similarity,
+                    task=options.task, class_axis=options.class_axis, output_tasks=options.output_tasks,
+                    min_cosine=options.min_cosine_similarity,
                     max_error=options.max_regression_error)
     # the diagnostic view compares with the model that was calibrated: its tensors are the ones the ranges
     # describe, and its function is the original's (checked above when it was rescaled)

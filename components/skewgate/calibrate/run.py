@@ -5,7 +5,8 @@ calibrate (core.py), then write the picture and the HTML where asked and, with t
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ class CalibrateOptions:
     min_top1_agreement: float = 0.99
     task: Task = "auto"  # per output: classification|segmentation|embedding|regression, or read from its shape
     class_axis: int | None = None  # None: inferred (the labels' shape, else axis 1 of rank ≥ 4, else the last)
+    output_tasks: Mapping[str, str] = field(default_factory=dict)  # output name → "TASK[:AXIS]", over `task`
     min_cosine_similarity: float = 0.99  # embedding: a sample below this cosine to FP32 is harmed
     max_regression_error: float = 0.05  # regression: a value moved by more than this share of its spread is harmed
     max_fallback_layers: int = 8

@@ -79,6 +79,9 @@ def add_output_task_args(group: argparse._ActionsContainer, defaults: Any) -> No
     group.add_argument("--class-axis", type=int, default=defaults.class_axis, metavar="AXIS",
                        help="the class axis of a classification or segmentation output (default: from the labels' "
                             "shape, else axis 1 of a rank-4 output, else the last)")
+    group.add_argument("--output-task", action="append", default=[], metavar="NAME=TASK[:AXIS]",
+                       help="one output's own task where a model has several (repeat per output, e.g. "
+                            "--output-task boxes=regression); the others are judged as --task says")
     group.add_argument("--min-top1-agreement", type=float, default=defaults.min_top1_agreement,
                        metavar="SHARE", help="the candidate keeps at least this share of positions unharmed: the "
                        "argmax of a sample or pixel, an embedding's cosine, a regressor's error (default: "
@@ -92,7 +95,10 @@ def add_output_task_args(group: argparse._ActionsContainer, defaults: Any) -> No
 
 def output_task_options(args: argparse.Namespace) -> dict[str, Any]:
     """The options `add_output_task_args` set, by their options' names."""
-    return {"task": args.task, "class_axis": args.class_axis, "min_top1_agreement": args.min_top1_agreement,
+    from skewgate.common.output_tasks import parse_output_tasks
+
+    return {"task": args.task, "class_axis": args.class_axis, "output_tasks": parse_output_tasks(args.output_task),
+            "min_top1_agreement": args.min_top1_agreement,
             "min_cosine_similarity": args.min_cosine_similarity, "max_regression_error": args.max_regression_error}
 
 

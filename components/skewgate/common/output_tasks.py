@@ -17,11 +17,14 @@ reads the same on every model, and `common/resolution.py` can say what a sample 
 
 `auto` decides from the output's shape and values (rank ≥ 4: segmentation over axis 1; rows of unit L2 norm: an
 embedding; a last axis of one or rank 1: regression; else classification over the last axis), or from labels when
-their shape is the output's less one axis. Declare the task where that guess is wrong: `--task`, `--class-axis`.
+their shape is the output's less one axis. Declare the task where that guess is wrong: `--task`, `--class-axis`
+for every output, `--output-task NAME=TASK[:AXIS]` for one output of several (a classifier's logits beside a box
+regressor). Every output is judged, each as its own task: a candidate that harms any of them is caught.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
@@ -106,6 +109,87 @@ def resolve(output: np.ndarray, *, task: str = "auto", class_axis: int | None = 
     return TaskSpec(task)
 
 
+def parse_output_tasks(entries: Iterable[str], *, field_name: str = "--output-task") -> dict[str, str]:
+    """`NAME=TASK[:AXIS]` entries (the CLI's repeated `--output-task`, a KFP parameter's comma-separated list) as
+    output name → "TASK[:AXIS]", each checked; empty entries are skipped."""
+    found: dict[str, str] = {}
+    for entry in (e.strip() for e in entries):
+        if not entry:
+            continue
+        name, sep, value = entry.partition("=")
+        if not sep or not name.strip():
+            raise InputError(field_name, expected="NAME=TASK or NAME=TASK:AXIS (an output name, a task)",
+                             found=repr(entry))
+        if name.strip() in found:
+            raise InputError(field_name, expected="each output named once", found=f"{name.strip()!r} twice")
+        _split_task(value.strip(), field_name)
+        found[name.strip()] = value.strip()
+    return found
+
+
+def _split_task(value: str, field_name: str) -> tuple[str, int | None]:
+    task, _, axis = value.partition(":")
+    if task not in TASKS:
+        raise InputError(field_name, expected=f"a task, one of {', '.join(TASKS)}", found=repr(value))
+    if not axis:
+        return task, None
+    try:
+        return task, int(axis)
+    except ValueError as err:
+        raise InputError(field_name, expected="TASK:AXIS with an integer class axis", found=repr(value)) from err
+
+
+def check_task_options(*, task: str, class_axis: int | None, output_tasks: Mapping[str, str]) -> None:
+    """A step's task settings, checked before anything is judged: a mistyped task is an error even where no
+    output would have read it."""
+    if task not in TASKS:
+        raise InputError("task", expected=f"one of {', '.join(TASKS)}", found=repr(task))
+    if class_axis is not None and not isinstance(class_axis, int):
+        raise InputError("class_axis", expected="an integer axis, or none (inferred)", found=repr(class_axis))
+    for value in output_tasks.values():
+        _split_task(value, "output_tasks")
+
+
+def resolve_outputs(outputs: Mapping[str, np.ndarray], *, task: str = "auto", class_axis: int | None = None,
+                    output_tasks: Mapping[str, str] | None = None,
+                    labels: np.ndarray | None = None) -> dict[str, TaskSpec]:
+    """Every output's task: as `output_tasks` declares it for that output (`TASK[:AXIS]`), else as `task` and
+    `class_axis` say for all. A name in `output_tasks` that is not an output is an error: a declaration that
+    judges nothing must not pass unnoticed."""
+    declared = dict(output_tasks or {})
+    unknown = sorted(set(declared) - set(outputs))
+    if unknown:
+        raise InputError("output_tasks", expected=f"outputs of the model ({', '.join(outputs)})",
+                         found=", ".join(map(repr, unknown)))
+    specs = {}
+    for name, output in outputs.items():
+        if name in declared:
+            own, axis = _split_task(declared[name], "output_tasks")
+            spec = resolve(output, task=own, class_axis=axis, labels=labels, name=name)
+            specs[name] = TaskSpec(spec.task, spec.class_axis, f"declared for {name}" if own != "auto" else spec.why)
+        else:
+            specs[name] = resolve(output, task=task, class_axis=class_axis, labels=labels, name=name)
+    return specs
+
+
+def agreements(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray],
+               specs: Mapping[str, TaskSpec], *, probabilities: Iterable[str] = (), min_cosine: float = 0.99,
+               max_error: float = 0.05) -> dict[str, Agreement]:
+    """Every output in `specs` judged as its task says (`probabilities`: the outputs that are a Softmax's)."""
+    soft = set(probabilities)
+    return {name: agreement(reference[name], candidate[name], spec, probabilities=name in soft,
+                            min_cosine=min_cosine, max_error=max_error, name=name)
+            for name, spec in specs.items()}
+
+
+def worst(judged: Mapping[str, Agreement]) -> tuple[str, Agreement]:
+    """The output whose agreement is lowest (the first such, in the model's order)."""
+    if not judged:
+        raise InputError("outputs", expected="at least one output to judge", found="none")
+    name = min(judged, key=lambda n: judged[n].agreement)
+    return name, judged[name]
+
+
 def parse_class_axis(text: str) -> int | None:
     """A KFP parameter's class axis: empty is "inferred"."""
     try:
@@ -115,9 +199,15 @@ def parse_class_axis(text: str) -> int | None:
 
 
 def agreement(reference: np.ndarray, candidate: np.ndarray, spec: TaskSpec, *, probabilities: bool = False,
-              min_cosine: float = 0.99, max_error: float = 0.05) -> Agreement:
+              min_cosine: float = 0.99, max_error: float = 0.05, name: str = "output") -> Agreement:
     """Judge `candidate` against `reference` (same shape) as `spec` says. `probabilities`: the output is a
-    softmax already (a second softmax would flatten it and hide the damage)."""
+    softmax already (a second softmax would flatten it and hide the damage). Another shape, or no sample at all,
+    is an error naming the output (`name`): there is nothing to judge, and nothing may pass for it."""
+    if candidate.shape != reference.shape:
+        raise InputError(name, field="shape", expected=f"the reference's shape {list(reference.shape)}",
+                         found=f"{list(candidate.shape)} from the candidate")
+    if reference.size == 0:
+        raise InputError(name, expected="at least one sample to judge", found=f"shape {list(reference.shape)}")
     if spec.task in CLASS_TASKS:
         return _classes(reference, candidate, spec, probabilities=probabilities)
     ref = reference.reshape(len(reference), -1).astype(np.float64)

@@ -112,7 +112,8 @@ ANY: tuple[Rule, Any] = ("any", True)  # the setting says what was judged (a lay
 # how calibrate and parity judge an INT8 (or FP16) output: one criterion, one bound each; the task and class
 # axis describe the model (a wrong one is the user's statement, as `--ids` is in drift)
 INT8_JUDGEMENT: dict[str, Any] = {"min_top1_agreement": ("at_least", 0.99), "min_cosine_similarity": ("at_least", 0.99),
-                                  "max_regression_error": ("at_most", 0.05), "task": ANY, "class_axis": ANY}
+                                  "max_regression_error": ("at_most", 0.05), "task": ANY, "class_axis": ANY,
+                                  "output_tasks": ANY}
 DEFAULT_BOUNDS: tuple[Bound, ...] = (
     *_bounds("export", {"max_samples": ("at_least", 64), "tolerances": ("equals", []),
                         "allow_pickle": ("equals", False), "states": ANY}),

@@ -26,6 +26,7 @@ def parity_op(
     layerwise: bool = True,
     task: str = "auto",
     class_axis: str = "",
+    output_tasks: str = "",
     tracking_uri: str = "",
     experiment: str = "skewgate",
     pipeline_run_id: str = "",
@@ -53,9 +54,11 @@ def parity_op(
         triton_model: Model name on that Triton (required with `triton_url`).
         fp16: Also judge an FP16 conversion of the model and propose the nodes to keep in FP32.
         layerwise: Compare every intermediate layer, not only the outputs.
-        task: What the first output is, for the INT8 judgement: auto, classification, segmentation, embedding
-            or regression.
+        task: What the outputs are, for the INT8 judgement: auto, classification, segmentation, embedding or
+            regression.
         class_axis: The class axis of a classification or segmentation output (empty: inferred).
+        output_tasks: One output's own task where a model has several, as `NAME=TASK[:AXIS]`, comma-separated
+            (`logits=classification,boxes=regression`); the others are judged as `task` says.
         tracking_uri: MLflow tracking URI where the step logs its run and verdict (empty: no MLflow).
         experiment: MLflow experiment of the step's run.
         pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
@@ -63,12 +66,13 @@ def parity_op(
     from typing import cast
 
     from skewgate.common.kfp_io import finish
-    from skewgate.common.output_tasks import Task, parse_class_axis
+    from skewgate.common.output_tasks import Task, parse_class_axis, parse_output_tasks
     from skewgate.common.recording import TrackingOptions
     from skewgate.common.states import parse_states
     from skewgate.parity.run import ParityOptions, run
 
     options = ParityOptions(layerwise=layerwise, task=cast(Task, task), class_axis=parse_class_axis(class_axis),
+                            output_tasks=parse_output_tasks(output_tasks.split(","), field_name="output_tasks"),
                             stream_onnx=stream_onnx.path if stream_onnx else None,
                             states=parse_states([states]), initial_state=initial_state.path if initial_state else None)
     result = run(torch_model=torch_model.path, onnx=onnx_model.path, int8=int8_model.path, inputs=eval_data.path,

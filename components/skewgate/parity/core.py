@@ -28,7 +28,7 @@ from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.layers import OnnxValue, TorchRecorder, onnx_values, quantized_counterparts, with_intermediates
-from skewgate.common.output_tasks import agreement, resolve
+from skewgate.common.output_tasks import agreements, check_task_options, resolve_outputs
 from skewgate.common.resolution import describe as describe_resolution
 from skewgate.common.resolution import smallest_resolvable
 from skewgate.common.rounding import MAX_GROUNDED, REFERENCE_SAMPLES, Rounding, first_samples, measure, take_samples
@@ -81,6 +81,8 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
 
     if (options.states or options.initial_state) and not options.stream_onnx:
         raise InputError("--state/--initial-state", expected="--stream-onnx STEP.onnx with them", found="none")
+    # before anything runs, and with or without --int8: a mistyped task never passes as "not read"
+    check_task_options(task=options.task, class_axis=options.class_axis, output_tasks=options.output_tasks)
     started = time.perf_counter()
     loaded = _load(torch_model, onnx, inputs, int8, options)
     loaded_at = time.perf_counter()
@@ -292,7 +294,7 @@ class _Streamed:
 
     finals: dict[str, dict[str, RunningError]]  # pair → final output → its error
     layers: dict[str, dict[str, RunningError]]  # pair → paired intermediate value → its error
-    kept: dict[str, list[np.ndarray]]  # final outputs (small) for logit metrics
+    kept: dict[str, dict[str, list[np.ndarray]]]  # "fp32"/"int8" → final output (small) → its batches
     full_kept: list[dict[str, np.ndarray]]  # with --stream-onnx: FULL's outputs, batch by batch
 
     def failing(self) -> tuple[dict[str, dict[int, float]], dict[int, float]]:
@@ -313,7 +315,8 @@ def _stream(setup: _Setup) -> _Streamed:
     rng = np.random.default_rng(options.seed)
     finals: dict[str, dict[str, RunningError]] = {FP32: {n: RunningError(tols[n]) for n in outputs}}
     layers: dict[str, dict[str, RunningError]] = {FP32: {}, INT8: {}}
-    kept: dict[str, list[np.ndarray]] = {"fp32": [], "int8": []}  # final outputs (small) for logit metrics
+    # every final output (small), for the INT8 judgement of each as its task says
+    kept: dict[str, dict[str, list[np.ndarray]]] = {"fp32": {n: [] for n in outputs}, "int8": {n: [] for n in outputs}}
     full_kept: list[dict[str, np.ndarray]] = []
     n = setup.loaded.samples
     log.info("comparing %d samples in batches of %d%s", n, options.batch_size, " layer by layer" * options.layerwise)
@@ -334,7 +337,8 @@ def _stream(setup: _Setup) -> _Streamed:
             # a pair whose shapes differ is recorded as such (RunningError.shape_mismatch), never dropped
             layers[FP32].setdefault(name, RunningError(grounding.layer_tolerance(name))).update(
                 fp32_inner[name], recorded[node], rng, samples=samples)
-        kept["fp32"].append(fp32_values[outputs[0]])
+        for name in outputs:
+            kept["fp32"][name].append(fp32_values[name])
         if options.stream_onnx:  # stream mode's reference: FULL's outputs, every one, run once here
             full_kept.append(fp32_values)
         if backends.int8 is not None:
@@ -347,7 +351,8 @@ def _stream(setup: _Setup) -> _Streamed:
                 if int8_name in int8_inner and name in fp32_inner and name not in outputs:
                     layers[INT8].setdefault(name, RunningError(options.layer_tolerance or LAYER_TOLERANCE)).update(
                         int8_inner[int8_name], fp32_inner[name], rng)
-            kept["int8"].append(int8_values[outputs[0]])
+            for name in outputs:
+                kept["int8"][name].append(int8_values[name])
             del int8_inner  # see below
         if backends.triton is not None:
             served = backends.triton(batch)
@@ -392,8 +397,7 @@ def _judge(setup: _Setup, streamed: _Streamed, *, fp16: str | Path | bool,
     if setup.backends.int8_model is not None:
         int8_list, found.int8_agreement = _int8_checks(
             finals[INT8], streamed.kept, options,
-            probabilities=any(n.op_type == "Softmax" and loaded.outputs[0] in n.output
-                              for n in loaded.fp32_model.graph.node))
+            probabilities={o for n in loaded.fp32_model.graph.node if n.op_type == "Softmax" for o in n.output})
         found.checks += int8_list
         if options.layerwise:
             found.rows[INT8], int8_checks, found.reports[INT8] = _layer_report(
@@ -406,7 +410,8 @@ def _judge(setup: _Setup, streamed: _Streamed, *, fp16: str | Path | bool,
         given = None if fp16 is True else fp16
         fp16_options = Fp16Options(batch_size=options.batch_size, cuda=options.fp16_cuda,
                                    min_top1_agreement=options.min_top1_agreement, task=options.task,
-                                   class_axis=options.class_axis, min_cosine_similarity=options.min_cosine_similarity,
+                                   class_axis=options.class_axis, output_tasks=options.output_tasks,
+                                   min_cosine_similarity=options.min_cosine_similarity,
                                    max_regression_error=options.max_regression_error)
         fp16_list, found.reports[PAIR], found.rows[PAIR] = fp16_checks(loaded.fp32_model, given, loaded.feeds,
                                                                        fp16_options, write_fixed=fp16_out)
@@ -536,31 +541,35 @@ def _describe(err: RunningError) -> str:
             f"{s['p99_abs']:.3g}, max rel {s['max_rel']:.3g}, worst/tolerance {err.worst_ratio:.3g}")
 
 
-def _int8_checks(finals: dict[str, RunningError], kept: dict[str, list[np.ndarray]], options: ParityOptions, *,
-                 probabilities: bool) -> tuple[list[Check], dict[str, Any]]:
-    """INT8 vs FP32 on the final outputs, and the first output judged as its task says — the judgement and the
-    limits calibrate uses (common/output_tasks.py). `probabilities`: that output is a Softmax's."""
+def _int8_checks(finals: dict[str, RunningError], kept: dict[str, dict[str, list[np.ndarray]]],
+                 options: ParityOptions, *, probabilities: set[str]) -> tuple[list[Check], dict[str, Any]]:
+    """INT8 vs FP32 on the final outputs, every one judged as its task says — the judgement and the limits
+    calibrate uses (common/output_tasks.py). `probabilities`: the outputs that are a Softmax's."""
     checks = [Check(f"int8.sqnr_db.{name}", passed=err.sqnr_db >= options.min_output_sqnr_db,
                     value=err.sqnr_db, limit=options.min_output_sqnr_db, detail=f"INT8 vs FP32: {_describe(err)}")
               for name, err in finals.items()]
-    reference, candidate = np.concatenate(kept["fp32"]), np.concatenate(kept["int8"])
-    spec = resolve(reference, task=options.task, class_axis=options.class_axis, name=next(iter(finals)))
-    judged = agreement(reference, candidate, spec, probabilities=probabilities,
-                       min_cosine=options.min_cosine_similarity, max_error=options.max_regression_error)
-    figures = {"task": spec.task, "class_axis": spec.class_axis, "why": spec.why, **judged.figures,
-               "smallest_resolvable": smallest_resolvable(judged.positions)}
-    checks.append(Check(f"int8.{judged.check}", passed=judged.meets(options.min_top1_agreement),
-                        value=judged.agreement, limit=options.min_top1_agreement,
-                        detail=f"{spec.task} ({spec.why}): {judged.positions - judged.harmed} of {judged.positions} "
-                               f"positions kept ({judged.harm}: harmed); "
-                               + describe_resolution(judged.harmed, judged.positions,
-                                                     1.0 - options.min_top1_agreement)))
-    if "kl_divergence" in judged.figures:
-        kl = judged.figures["kl_divergence"] or 0.0
-        checks.append(Check("int8.kl_divergence", passed=kl <= options.max_kl_divergence, value=kl,
-                            limit=options.max_kl_divergence,
-                            detail=f"softmax KL(FP32 ‖ INT8); entropy shift {judged.figures['entropy_shift']:+.3f} "
-                                   f"nats; top-1/top-2 gap shrank by {judged.figures['gap_shrinkage']:.3f}"))
+    reference = {name: np.concatenate(parts) for name, parts in kept["fp32"].items()}
+    candidate = {name: np.concatenate(parts) for name, parts in kept["int8"].items()}
+    specs = resolve_outputs(reference, task=options.task, class_axis=options.class_axis,
+                            output_tasks=options.output_tasks)
+    judged = agreements(reference, candidate, specs, probabilities=probabilities,
+                        min_cosine=options.min_cosine_similarity, max_error=options.max_regression_error)
+    figures: dict[str, Any] = {}
+    for name, spec in specs.items():
+        one = judged[name]
+        figures[name] = {"task": spec.task, "class_axis": spec.class_axis, "why": spec.why, **one.figures,
+                         "smallest_resolvable": smallest_resolvable(one.positions)}
+        checks.append(Check(f"int8.{one.check}.{name}", passed=one.meets(options.min_top1_agreement),
+                            value=one.agreement, limit=options.min_top1_agreement,
+                            detail=f"{spec.task} ({spec.why}): {one.positions - one.harmed} of {one.positions} "
+                                   f"positions kept ({one.harm}: harmed); "
+                                   + describe_resolution(one.harmed, one.positions, 1.0 - options.min_top1_agreement)))
+        if "kl_divergence" in one.figures:
+            kl = one.figures["kl_divergence"] or 0.0
+            checks.append(Check(f"int8.kl_divergence.{name}", passed=kl <= options.max_kl_divergence, value=kl,
+                                limit=options.max_kl_divergence,
+                                detail=f"softmax KL(FP32 ‖ INT8); entropy shift {one.figures['entropy_shift']:+.3f} "
+                                       f"nats; top-1/top-2 gap shrank by {one.figures['gap_shrinkage']:.3f}"))
     return checks, figures
 
 

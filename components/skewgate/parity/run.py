@@ -41,6 +41,7 @@ class ParityOptions:
     max_kl_divergence: float = 0.05
     task: Task = "auto"  # classification|segmentation|embedding|regression, or read from the output's shape
     class_axis: int | None = None  # None: axis 1 of a rank-4 output, else the last
+    output_tasks: Mapping[str, str] = field(default_factory=dict)  # output name → "TASK[:AXIS]", over `task`
     min_cosine_similarity: float = 0.99  # embedding: a sample below this cosine to FP32 is harmed
     max_regression_error: float = 0.05  # regression: a value moved by more than this share of its spread is harmed
     triton_protocol: Protocol = "http"

@@ -27,7 +27,7 @@ from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.layers import onnx_values, quantized_counterparts, with_intermediates
-from skewgate.common.output_tasks import CLASS_TASKS, Agreement, TaskSpec, agreement, resolve
+from skewgate.common.output_tasks import CLASS_TASKS, Agreement, TaskSpec, agreement, resolve_outputs
 from skewgate.common.runtime import run_by_name, session
 
 if TYPE_CHECKING:
@@ -120,12 +120,13 @@ def deployed_outputs(path: str | Path, data: Mapping[str, np.ndarray], *, batch_
 
 def reference(fp32_path: str | Path, fp32: onnx.ModelProto, data: Mapping[str, np.ndarray],
               labels: np.ndarray | None, *, batch_size: int, source: str | Path, task: str = "auto",
-              class_axis: int | None = None, min_cosine: float = 0.99, max_error: float = 0.05) -> Reference:
+              class_axis: int | None = None, output_tasks: Mapping[str, str] | None = None,
+              min_cosine: float = 0.99, max_error: float = 0.05) -> Reference:
     """The FP32 model's outputs as deployed, each with its task. `source` names the labels' file in errors."""
     names, outputs = deployed_outputs(fp32_path, data, batch_size=batch_size, stage="FP32 reference outputs")
     producers = {o: n.op_type for n in fp32.graph.node for o in n.output}
-    specs = {n: resolve(o, task=task, class_axis=class_axis, labels=labels, name=n)
-             for n, o in zip(names, outputs, strict=True)}
+    specs = resolve_outputs(dict(zip(names, outputs, strict=True)), task=task, class_axis=class_axis,
+                            output_tasks=output_tasks, labels=labels)
     labelled = next((n for n in names if specs[n].task in CLASS_TASKS), None) if labels is not None else None
     if labels is not None:
         output = outputs[names.index(labelled)] if labelled is not None else None
@@ -153,7 +154,7 @@ def compare(ref: Reference, candidate: Mapping[str, np.ndarray], *, sha256: str 
     for name, expected in zip(ref.names, ref.outputs, strict=True):
         actual = candidate[name]
         judged[name] = agreement(expected, actual, ref.specs[name], probabilities=name in ref.probabilities,
-                                 min_cosine=ref.min_cosine, max_error=ref.max_error)
+                                 min_cosine=ref.min_cosine, max_error=ref.max_error, name=name)
         per_output[name] = {"task": ref.specs[name].task, "sqnr_db": _sqnr_db(actual, expected),
                             **judged[name].figures}
     worst = min(judged.values(), key=lambda a: a.agreement, default=None)

@@ -43,7 +43,7 @@ import numpy as np
 from skewgate.common.compare import Tolerance
 from skewgate.common.error_stats import RunningError
 from skewgate.common.layers import onnx_values, with_intermediates
-from skewgate.common.output_tasks import Agreement, agreement, resolve
+from skewgate.common.output_tasks import Agreement, agreements, resolve_outputs, worst
 from skewgate.common.runtime import run_by_name, session
 from skewgate.common.verdict import Check
 
@@ -58,9 +58,10 @@ _TINY_BITS = int(np.array(FP16_TINY, np.float32).view(np.uint32))  # a float32 m
 class Fp16Options:
     # one FP16 rounding is ~70 dB; a deep net accumulates a few dozen of them
     min_sqnr_db: float = 35.0
-    min_top1_agreement: float = 0.99  # the agreement share of the first output, judged as INT8's is
-    task: str = "auto"  # the first output's task and class axis, and its limits (common/output_tasks.py)
+    min_top1_agreement: float = 0.99  # every output's agreement share, judged as INT8's is
+    task: str = "auto"  # every output's task and class axis, and its limits (common/output_tasks.py)
     class_axis: int | None = None
+    output_tasks: Mapping[str, str] = field(default_factory=dict)  # output name → "TASK[:AXIS]", over `task`
     min_cosine_similarity: float = 0.99
     max_regression_error: float = 0.05
     max_rounds: int = 8
@@ -79,7 +80,7 @@ class Fp16Evaluation:
     keep: dict[str, list[str]]  # FP16-graph value → FP32 node names to keep in FP32 if it fails
     first: str | None
     culprits: list[str]  # FP32 nodes to keep so that `first` stops failing
-    top1_agreement: float  # the first output's agreement share (top-1 for classes; cosine, error otherwise)
+    top1_agreement: float  # the worst output's agreement share (top-1 for classes; cosine, error otherwise)
     failed: list[str] = field(default_factory=list)
 
     @property
@@ -128,10 +129,10 @@ def evaluate(fp32_layers: Any, fp32_model: Any, candidate: Any, feeds: Mapping[s
     # the nodes to keep for it: its own, and those making its out-of-range inputs
     suspects = [first, *_out_of_range_sources(first, lineage, tally)] if first else []
     culprits = list(dict.fromkeys(k for v in suspects for k in keep.get(v, [])))
-    judged = _agreement(kept, options)
+    name, judged = _agreement(kept, options)
     top1 = judged.agreement
     if not judged.meets(options.min_top1_agreement):
-        failed.append(f"agreement {top1:.1%}")
+        failed.append(f"agreement {top1:.1%} on {name}")
     return Fp16Evaluation(tally.errors, tally.overflow, tally.saturated, tally.underflowed, keep, first, culprits,
                           top1, failed)
 
@@ -227,13 +228,14 @@ class _Tally:
 
 
 def _stream(fp32_layers: Any, fp32_model: Any, candidate: Any, reference: Mapping[str, str],
-            feeds: Mapping[str, np.ndarray], options: Fp16Options) -> tuple[_Tally, dict[str, list[np.ndarray]]]:
-    """Both models batch by batch, every value in `reference` tallied, and both sides' first graph output kept
-    (for top-1 agreement)."""
+            feeds: Mapping[str, np.ndarray], options: Fp16Options,
+            ) -> tuple[_Tally, dict[str, dict[str, list[np.ndarray]]]]:
+    """Both models batch by batch, every value in `reference` tallied, and both sides' graph outputs kept (for
+    the agreement of each)."""
     layers = session(with_intermediates(candidate, list(reference)), arena=False, cuda=options.cuda)
     tally = _Tally.of(reference)
     outputs = [o.name for o in fp32_model.graph.output]
-    kept: dict[str, list[np.ndarray]] = {"fp32": [], "fp16": []}
+    kept: dict[str, dict[str, list[np.ndarray]]] = {"fp32": {o: [] for o in outputs}, "fp16": {o: [] for o in outputs}}
     rng = np.random.default_rng(0)
     n = len(next(iter(feeds.values())))
     for start in range(0, n, options.batch_size):
@@ -244,8 +246,9 @@ def _stream(fp32_layers: Any, fp32_model: Any, candidate: Any, reference: Mappin
                 continue
             e = expected[source] if source in expected else batch[source]
             tally.add(value, actual[value], e, output=value in outputs, rng=rng)
-        kept["fp32"].append(expected[outputs[0]])
-        kept["fp16"].append(actual[outputs[0]])
+        for name in outputs:
+            kept["fp32"][name].append(expected[name])
+            kept["fp16"][name].append(actual[name])
         del expected, actual  # one batch of intermediates at a time
     return tally, kept
 
@@ -266,12 +269,13 @@ def _out_of_range_sources(value: str, lineage: _Lineage, tally: _Tally) -> list[
     return found
 
 
-def _agreement(kept: Mapping[str, list[np.ndarray]], options: Fp16Options) -> Agreement:
-    """The first graph output judged as its task says (as INT8's is)."""
-    ref, cand = np.concatenate(kept["fp32"]), np.concatenate(kept["fp16"])
-    spec = resolve(ref, task=options.task, class_axis=options.class_axis)
-    return agreement(ref, cand, spec, min_cosine=options.min_cosine_similarity,
-                     max_error=options.max_regression_error)
+def _agreement(kept: Mapping[str, Mapping[str, list[np.ndarray]]], options: Fp16Options) -> tuple[str, Agreement]:
+    """Every graph output judged as its task says (as INT8's are): the worst of them, and its name."""
+    ref = {name: np.concatenate(parts) for name, parts in kept["fp32"].items()}
+    cand = {name: np.concatenate(parts) for name, parts in kept["fp16"].items()}
+    specs = resolve_outputs(ref, task=options.task, class_axis=options.class_axis, output_tasks=options.output_tasks)
+    return worst(agreements(ref, cand, specs, min_cosine=options.min_cosine_similarity,
+                            max_error=options.max_regression_error))
 
 
 def _out_of_range(a: np.ndarray, e: np.ndarray, held_fp16: bool,
