@@ -167,3 +167,32 @@ def test_each_task_names_its_check():
 def test_the_agreement_meets_its_limit_at_the_line(kept, meets):
     judged = Agreement("classification", kept / 300, 300 - kept, 300, "argmax differs")
     assert judged.meets(0.99) is meets
+
+
+def test_output_tasks_parse_name_task_and_axis_and_refuse_what_is_off():
+    from skewgate.common.output_tasks import parse_output_tasks
+
+    assert parse_output_tasks(["boxes=regression", " ", "seg=segmentation:1"]) == {
+        "boxes": "regression", "seg": "segmentation:1"}
+    for entry, message in [("boxes", "NAME=TASK"), ("boxes=regresion", "a task"), ("seg=segmentation:x", "integer")]:
+        with pytest.raises(InputError, match=message):
+            parse_output_tasks([entry])
+    with pytest.raises(InputError, match="twice"):
+        parse_output_tasks(["a=regression", "a=embedding"])
+
+
+def test_each_output_takes_its_declared_task_and_the_rest_the_common_one():
+    from skewgate.common.output_tasks import resolve_outputs
+
+    specs = resolve_outputs({"logits": LOGITS, "boxes": np.zeros((64, 4))}, output_tasks={"boxes": "regression"})
+    assert (specs["logits"].task, specs["boxes"].task) == ("classification", "regression")
+
+
+@pytest.mark.parametrize("candidate, message", [pytest.param(LOGITS[:, :5], r"shape: expected the reference's shape",
+                                                             id="another-shape"),
+                                                pytest.param(None, "at least one sample", id="no-sample")])
+def test_nothing_to_judge_is_an_error_naming_the_output(candidate, message):
+    reference = LOGITS if candidate is not None else LOGITS[:0]
+    with pytest.raises(InputError, match=message):
+        agreement(reference, reference[:0] if candidate is None else candidate, TaskSpec("classification", 1),
+                  name="logits")
