@@ -123,9 +123,10 @@ def calibrate(*, onnx: str | Path, calibration: str | Path, eval_data: str | Pat
                          found=f"{samples}")
     eval_arrays = load_npz(eval_data, expected=specs)
     feeds = {s.name: eval_arrays[s.name] for s in specs}
-    if not len(next(iter(feeds.values()))):
+    eval_samples = len(next(iter(feeds.values())))
+    if not eval_samples:
         raise InputError(eval_data, expected="at least one eval sample to judge INT8 on", found="0 samples")
-    truth = _labels(labels, eval_arrays, eval_data, len(next(iter(feeds.values()))))
+    truth = _labels(labels, eval_arrays, eval_data, eval_samples)
     weighted = [n for n in model.graph.node if n.op_type in WEIGHTED_OPS]
     if not weighted:
         raise InputError(onnx, expected=f"at least one quantisable op ({', '.join(WEIGHTED_OPS)})",

@@ -27,7 +27,7 @@ from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.layers import onnx_values, quantized_counterparts, with_intermediates
-from skewgate.common.output_tasks import CLASS_TASKS, Agreement, TaskSpec, agreement, resolve_outputs
+from skewgate.common.output_tasks import CLASS_TASKS, Agreement, TaskSpec, agreements, resolve_outputs
 from skewgate.common.runtime import run_by_name, session
 
 if TYPE_CHECKING:
@@ -150,11 +150,10 @@ def judge(ref: Reference, int8_path: str | Path, data: Mapping[str, np.ndarray],
 
 def compare(ref: Reference, candidate: Mapping[str, np.ndarray], *, sha256: str = "") -> Evaluation:
     per_output: dict[str, dict[str, Any]] = {}
-    judged: dict[str, Agreement] = {}
+    judged = agreements(dict(zip(ref.names, ref.outputs, strict=True)), candidate, ref.specs,
+                        probabilities=ref.probabilities, min_cosine=ref.min_cosine, max_error=ref.max_error)
     for name, expected in zip(ref.names, ref.outputs, strict=True):
         actual = candidate[name]
-        judged[name] = agreement(expected, actual, ref.specs[name], probabilities=name in ref.probabilities,
-                                 min_cosine=ref.min_cosine, max_error=ref.max_error, name=name)
         per_output[name] = {"task": ref.specs[name].task, "sqnr_db": _sqnr_db(actual, expected),
                             **judged[name].figures}
     worst = min(judged.values(), key=lambda a: a.agreement, default=None)
