@@ -11,7 +11,7 @@ import pytest
 import skewgate
 
 ROOT = Path(skewgate.__file__).parent
-STEPS = ("export", "calibrate", "drift", "parity", "probe", "promote", "compare", "verify", "preprocess")
+STEPS = ("export", "calibrate", "drift", "parity", "probe", "promote", "compare", "verify", "preprocess", "estimate")
 CONTRACT = {"__init__.py", "core.py", "run.py", "cli.py", "component.py", "README.md"}
 
 
@@ -90,6 +90,8 @@ def _components_and_options():
     from skewgate.compare.run import CompareOptions
     from skewgate.drift.component import drift_op, nightly_drift_merge_op, nightly_drift_op, nightly_drift_plan_op
     from skewgate.drift.run import DriftOptions, NightlyOptions
+    from skewgate.estimate.component import estimate_op
+    from skewgate.estimate.core import EstimateOptions
     from skewgate.export.component import export_op
     from skewgate.export.run import ExportOptions
     from skewgate.parity.component import parity_op
@@ -107,7 +109,7 @@ def _components_and_options():
             (nightly_drift_op, NightlyOptions), (nightly_drift_plan_op, NightlyOptions),
             (nightly_drift_merge_op, NightlyOptions), (parity_op, ParityOptions), (triton_probe_op, ProbeOptions),
             (preprocess_op, PreprocessOptions), (compare_op, CompareOptions), (promote_op, PromoteOptions),
-            (verify_op, VerifyOptions)]
+            (verify_op, VerifyOptions), (estimate_op, EstimateOptions)]
 
 
 # A parameter spelt otherwise than its field (KFP's signature is the pipelines' interface: it keeps its names).

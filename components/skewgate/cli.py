@@ -27,6 +27,7 @@ COMMANDS = {
     "calibrate": ("skewgate.calibrate.cli", "outlier-aware INT8 calibration with an accuracy budget and FP32 fallback"),
     "probe": ("skewgate.probe.cli", "check a Triton deployment against the model; `probe serve`, `probe install`"),
     "compare": ("skewgate.compare.cli", "candidate vs the registry's champion: metrics, churn, slices"),
+    "estimate": ("skewgate.estimate.cli", "label-free accuracy estimate on serving data (CBPE), with an interval"),
     "promote": ("skewgate.promote.cli", "fail-closed registry promotion from signed verdicts"),
     "verify": ("skewgate.verify.cli", "re-check a champion's signed evidence from the registry alone"),
     "keys": ("skewgate.keys.cli", "generate the Ed25519 key pair that signs and checks verdicts"),

@@ -5,6 +5,7 @@ from skewgate.calibrate.core import CalibrateOptions
 from skewgate.common.verdict import Verdict
 from skewgate.compare.run import CompareOptions
 from skewgate.drift.core import DriftOptions
+from skewgate.estimate.core import EstimateOptions
 from skewgate.export.run import ExportOptions
 from skewgate.parity.core import ParityOptions
 from skewgate.preprocess.run import PreprocessOptions
@@ -12,7 +13,7 @@ from skewgate.probe.run import ProbeOptions
 
 DEFAULT_OPTIONS = {"export": ExportOptions(), "calibrate": CalibrateOptions(), "drift": DriftOptions(),
                    "parity": ParityOptions(), "probe": ProbeOptions(), "compare": CompareOptions(),
-                   "preprocess": PreprocessOptions()}
+                   "preprocess": PreprocessOptions(), "estimate": EstimateOptions()}
 
 
 def at_defaults(verdict: Verdict) -> Verdict:

@@ -168,6 +168,12 @@ DEFAULT_BOUNDS: tuple[Bound, ...] = (
                          # the thresholds in force are judged above; the task and arrays describe the data
                          "threshold_specs": ANY, "task": ANY, "slice_key": ANY, "labels_key": ANY}),
     *_bounds("preprocess", {"tolerance": ("equals", None), "array": ANY}),
+    *_bounds("estimate", {"max_drop": ("at_most", 0.02), "confidence": ("at_most", 0.95),
+                          "resamples": ("at_least", 200), "seed": ("equals", 0),
+                          "max_extrapolated": ("at_most", 0.05), "output": ("equals", None),
+                          # what is estimated and from which data; folds and batches shape the report, not the
+                          # judgement
+                          "metric": ANY, "labels_key": ANY, "features": ANY, "folds": ANY, "batch_rows": ANY}),
 )
 
 

@@ -17,7 +17,7 @@ from skewgate.common.errors import InputError
 DEFAULT_ALIAS = "champion"
 RELEASE_GATE_STEPS: tuple[str, ...] = ("export", "calibrate", "drift", "parity", "probe", "compare")
 # Every step that writes a verdict a policy can require (the names its verdicts carry as `step`).
-STEPS: tuple[str, ...] = (*RELEASE_GATE_STEPS, "preprocess")
+STEPS: tuple[str, ...] = (*RELEASE_GATE_STEPS, "preprocess", "estimate")
 # The release-gate pipeline's task names (pipelines/release_gate.py), accepted for the step each task runs.
 TASK_NAMES: dict[str, str] = {"calibrate-int8": "calibrate", "drift-gate": "drift", "parity-diff": "parity",
                               "triton-probe": "probe", "compare-champion": "compare"}

@@ -1,0 +1,70 @@
+"""`skewgate estimate --onnx MODEL.onnx --reference EVAL.npz [--labels LABELS.npy] --current CUR.npz
+[--max-drop D] [--metric accuracy|macro_f1] --report R.json`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import get_args
+
+from skewgate.common.cli_support import add_common_args, describe, finish_cli, tracking_options
+from skewgate.estimate.core import EstimateOptions
+from skewgate.estimate.method.confusion import Metric
+from skewgate.estimate.run import run
+
+_DEFAULTS = EstimateOptions()
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    parser = parser or argparse.ArgumentParser(prog="skewgate estimate")
+    describe(parser, "Estimate a classifier's accuracy (or macro-F1) on unlabelled current data, with an interval, "
+                     "from its scores calibrated on a labelled reference (CBPE), and block when the whole interval "
+                     "lies more than --max-drop below the reference. Assumes no concept shift.",
+             example="""
+                 skewgate estimate --onnx model.onnx --reference eval.npz --current serving.npz \\
+                     --max-drop 0.02 --plot reliability.png --report estimate.json
+                 skewgate estimate --onnx model.onnx --reference eval.parquet --current tonight.parquet \\
+                     --features age,income,score --labels-key label --report estimate.json
+             """)
+    parser.add_argument("--onnx", required=True, type=Path, help="the model (a classifier) as ONNX")
+    parser.add_argument("--reference", required=True, type=Path,
+                        help="labelled reference inputs: .npz arrays named like the model's inputs, or a Parquet/CSV "
+                             "file with --features")
+    parser.add_argument("--labels", type=Path,
+                        help="the reference's labels as .npy (default: its array or column named by --labels-key)")
+    parser.add_argument("--labels-key", default=_DEFAULTS.labels_key, metavar="NAME",
+                        help=f"the reference's array or column of labels (default: {_DEFAULTS.labels_key})")
+    parser.add_argument("--current", required=True, type=Path,
+                        help="unlabelled current inputs, as the reference's (.npz, or Parquet/CSV with --features)")
+    parser.add_argument("--features", default="", metavar="COL,COL,…",
+                        help="table columns that are the model's one input, in order (Parquet/CSV inputs)")
+    parser.add_argument("--output", help="graph output holding the scores (default: the first)")
+    parser.add_argument("--metric", choices=get_args(Metric), default=_DEFAULTS.metric,
+                        help=f"the metric judged (both are reported; default: {_DEFAULTS.metric})")
+    parser.add_argument("--max-drop", type=float, default=_DEFAULTS.max_drop,
+                        help=f"largest drop below the reference's metric (default: {_DEFAULTS.max_drop})")
+    parser.add_argument("--confidence", type=float, default=_DEFAULTS.confidence,
+                        help=f"level of the interval (default: {_DEFAULTS.confidence})")
+    parser.add_argument("--resamples", type=int, default=_DEFAULTS.resamples,
+                        help=f"bootstrap calibrations behind the interval (default: {_DEFAULTS.resamples})")
+    parser.add_argument("--seed", type=int, default=_DEFAULTS.seed, help=f"(default: {_DEFAULTS.seed})")
+    parser.add_argument("--max-extrapolated", type=float, default=_DEFAULTS.max_extrapolated,
+                        help="warn when more current samples than this share score outside the reference's range "
+                             f"(default: {_DEFAULTS.max_extrapolated})")
+    parser.add_argument("--batch-rows", type=int, default=_DEFAULTS.batch_rows,
+                        help=f"samples per model run and table batch (default: {_DEFAULTS.batch_rows})")
+    parser.add_argument("--plot", type=Path, help="write the reliability plot (PNG) here")
+    add_common_args(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    args = build_parser(parser).parse_args(argv)
+    options = EstimateOptions(metric=args.metric, max_drop=args.max_drop, confidence=args.confidence,
+                              resamples=args.resamples, seed=args.seed, max_extrapolated=args.max_extrapolated,
+                              output=args.output, labels_key=args.labels_key,
+                              features=tuple(f.strip() for f in args.features.split(",") if f.strip()),
+                              batch_rows=args.batch_rows)
+    result = run(onnx=args.onnx, reference=args.reference, current=args.current, labels=args.labels,
+                 options=options, plot=args.plot, tracking=tracking_options(args))
+    return finish_cli(result, args)

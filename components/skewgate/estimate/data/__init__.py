@@ -1,0 +1,1 @@
+"""Reading the data an estimate runs the model on (`.npz`, Parquet, CSV), in batches."""
