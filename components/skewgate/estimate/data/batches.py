@@ -1,5 +1,6 @@
 """The model's inputs in batches, from an `.npz` of arrays named like the model's inputs or from one Parquet/CSV
-file whose `features` columns, in that order, are the model's one input (rows × features).
+file whose `features` columns, in that order, are the model's one input (rows × features). `features` name table
+columns only: a reference kept as `.npz` beside serving logs in Parquet is one estimate.
 
 An `.npz` is read whole (it holds arrays, not logs); a table is read in record batches of `batch_rows`, so that
 the current side of an estimate needs memory for one batch whatever the file's rows.
@@ -53,9 +54,6 @@ class Inputs:
         if self.is_table:
             yield from self._table_batches()
             return
-        if self.features:
-            raise InputError(self.path, field="--features", expected="a Parquet or CSV file (an .npz's arrays are "
-                             "named like the model's inputs)", found=f"features {list(self.features)}")
         arrays = load_npz(self.path, expected=self.specs)
         rows = {len(arrays[s.name]) for s in self.specs}
         if len(rows) != 1:
