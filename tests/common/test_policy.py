@@ -72,7 +72,8 @@ OTHER_VALUE = {("export", "tolerances"): ["logits=0.1,0.1"], ("export", "allow_p
                ("parity", "seed"): 7,
                ("probe", "tolerances"): {"logits": LOOSE_TOLERANCE}, ("compare", "seed"): 7,
                ("compare", "alias"): "staging", ("compare", "output"): "logits_2",
-               ("preprocess", "tolerance"): LOOSE_TOLERANCE}
+               ("preprocess", "tolerance"): LOOSE_TOLERANCE, ("estimate", "seed"): 1,
+               ("estimate", "output"): "probabilities"}
 
 
 def _loosened(bound):
