@@ -229,8 +229,9 @@ def test_an_unknown_required_step_exits_2_naming_the_valid_ones_and_registers_no
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith("skewgate promote: unknown step 'exprot' in --require; did you mean 'export'? valid: "
-                           "export, calibrate, drift, parity, probe, compare, preprocess, estimate (or the pipeline's task "
-                           "names calibrate-int8, drift-gate, parity-diff, triton-probe, compare-champion")
+                           "export, calibrate, drift, parity, probe, compare, preprocess, estimate (or the "
+                           "pipeline's task names calibrate-int8, drift-gate, parity-diff, triton-probe, "
+                           "compare-champion")
     assert [str(v.version) for v in client.search_model_versions("name='digits'")] == ["1"]
     assert len(client.search_runs([experiment.experiment_id])) == len(runs_before)  # no run was even started
 
