@@ -172,6 +172,17 @@ def load_npz(path: str | Path, *, expected: Sequence[TensorSpec] = (), max_bytes
     return arrays
 
 
+def load_labels(path: str | Path) -> np.ndarray:
+    """A `.npy` array of labels (never pickled objects); anything else is an `InputError` naming the file."""
+    try:
+        values = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise InputError(path, expected="a .npy array of labels", found=f"unreadable ({err})") from err
+    if not isinstance(values, np.ndarray):
+        raise InputError(path, expected="a .npy array of labels", found="an .npz archive")
+    return values
+
+
 def check_array(array: np.ndarray, spec: TensorSpec, *, source: str | Path) -> None:
     """Raise `InputError` unless `array` matches `spec` in dtype, rank, static dimensions, and is non-empty."""
     found = f"{array.dtype}{list(array.shape)}"

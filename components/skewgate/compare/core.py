@@ -21,7 +21,7 @@ import numpy as np
 
 from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import InputError
-from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.io import load_labels, load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.registry import Champion
 from skewgate.common.runtime import run_by_name, session
 from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
@@ -175,12 +175,7 @@ def _labels(arrays: Mapping[str, np.ndarray], eval_data: Path, labels: str | Pat
                              "--labels-key, or pass a labels .npy with --labels)", found=f"arrays {sorted(arrays)}")
         return arrays[key], None, LabelsOrigin(eval_data, key)
     path = Path(labels)
-    try:
-        values = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as err:
-        raise InputError(path, expected="a .npy array of labels", found=f"unreadable ({err})") from err
-    if not isinstance(values, np.ndarray):
-        raise InputError(path, expected="a .npy array of labels", found="an .npz archive")
+    values = load_labels(path)
     return values, sha256_file(path), LabelsOrigin(path, None)
 
 

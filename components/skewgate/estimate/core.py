@@ -18,7 +18,7 @@ from typing import Any, get_args
 import numpy as np
 
 from skewgate.common.errors import InputError
-from skewgate.common.io import load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.io import load_labels, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.runtime import run_by_name, session
 from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
 from skewgate.estimate.data.batches import Inputs
@@ -174,12 +174,7 @@ def _labels(labels: str | Path | None, reference: Inputs, key: str, scores: np.n
         values, source, field_name, sha = reference.column(key), str(reference.path), key, ""
     else:
         path = Path(labels)
-        try:
-            values = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise InputError(path, expected="a .npy array of labels", found=f"unreadable ({err})") from err
-        if not isinstance(values, np.ndarray):
-            raise InputError(path, expected="a .npy array of labels", found="an .npz archive")
+        values = load_labels(path)
         source, field_name, sha = str(path), None, sha256_file(path)
     truth = check_labels(values, scores.shape[1], source=source, field=field_name)
     if len(truth) != len(scores):

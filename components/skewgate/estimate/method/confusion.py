@@ -79,14 +79,9 @@ class Tally:
 
 def expected_calibration_error(probabilities: np.ndarray, labels: np.ndarray, *, bins: int = ECE_BINS) -> float:
     """ECE of the top-1: the mean over equal-width confidence bins of |accuracy − mean confidence|, weighted by
-    the bin's share of samples (Guo et al. 2017)."""
-    confidence = probabilities.max(axis=1)
-    correct = probabilities.argmax(axis=1) == labels
-    which = _bin(confidence, bins)
-    counts = np.bincount(which, minlength=bins)
-    gap = np.abs(np.bincount(which, weights=correct, minlength=bins) - np.bincount(which, weights=confidence,
-                                                                                  minlength=bins))
-    return float(gap.sum() / counts.sum())
+    the bin's share of samples (Guo et al. 2017): read off the reliability bins."""
+    rows = reliability(probabilities, labels, bins=bins)
+    return sum(abs(r["accuracy"] - r["confidence"]) * r["samples"] for r in rows) / len(labels)
 
 
 def reliability(probabilities: np.ndarray, labels: np.ndarray, *, bins: int = ECE_BINS) -> list[dict[str, float]]:
