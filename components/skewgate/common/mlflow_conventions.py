@@ -63,7 +63,8 @@ RUN_NAME_LIMIT = 250
 # Every tag name skewgate writes or reads is here. A registered version carries a handful (DESIGN.md, "MLflow
 # conventions"): the digest of its ONNX file; per alias it was promoted (or refused) under, where its attestations
 # are and the promotion's outcome and reason (promote writes those); and the few tags a later step reads back from
-# the version — the drift profile the nightly run compares serving data with. Every step's evidence is the
+# the version — the drift profile the nightly run compares serving data with, the estimate profile it estimates
+# accuracy with. Every step's evidence is the
 # description's table and the attestation folder, not a tag each.
 ATTESTATION_URI_TAG = "skewgate.attestation.uri"  # one per version, as written before decisions were per alias
 
@@ -81,7 +82,10 @@ def promotion_tags(alias: str) -> tuple[str, str]:
 
 PROFILE_URI_TAG = "skewgate.drift.profile_uri"  # where the champion's reference profile is (drift writes it)
 PROFILE_SHA_TAG = "skewgate.drift.profile_sha256"
-READ_BACK_TAGS = frozenset({PROFILE_URI_TAG, PROFILE_SHA_TAG})
+# where the champion's estimate profile is (its calibration: a night estimates its accuracy without labels)
+ESTIMATE_PROFILE_URI_TAG = "skewgate.estimate.profile_uri"
+ESTIMATE_PROFILE_SHA_TAG = "skewgate.estimate.profile_sha256"
+READ_BACK_TAGS = frozenset({PROFILE_URI_TAG, PROFILE_SHA_TAG, ESTIMATE_PROFILE_URI_TAG, ESTIMATE_PROFILE_SHA_TAG})
 # The last night, in one tag: "<status> <date>[ run <step run id>]"; the status leads, so
 # `tags.\`skewgate.drift.nightly\` LIKE 'fail%'` finds the drifted champions.
 NIGHTLY_TAG = "skewgate.drift.nightly"
@@ -110,7 +114,7 @@ MODEL_VERSION_TAG = "skewgate.model_version"  # the registry version the run pro
 CALIBRATE_EXCLUDED_TAG = "skewgate.calibrate.excluded_nodes"
 CALIBRATE_DROP_TAG = "skewgate.calibrate.accuracy_drop"
 CALIBRATE_MAC_SHARE_TAG = "skewgate.calibrate.int8_mac_share"
-# the digest; for one alias, its attestations and outcome; the drift profile
+# the digest; for one alias, its attestations and outcome; the drift and the estimate profiles
 MAX_VERSION_TAGS = 1 + 1 + len(promotion_tags("champion")) + len(READ_BACK_TAGS)
 DESCRIPTION_LIMIT = 60000  # characters MLflow keeps of a description (its column is TEXT; the UI shows it all)
 UI_WORKFLOW = "workflowType=machine_learning"  # the MLflow 3 UI's "Model training" view (see EXPERIMENT_KIND_TAG)

@@ -1,7 +1,9 @@
 """Label-free performance estimation: a pure function over paths that returns a `Verdict`.
 
 The model runs in ONNX Runtime on a labelled reference (its eval set) and on unlabelled current data (serving).
-Its scores are calibrated on the reference (`method.calibration`), and the metric the current data's labels would
+Its scores are calibrated on the reference (`method.calibration`; `fit_reference`), or the calibration comes
+from an estimate profile of the same model (`method.profile`: what a champion carries, so a night needs no
+labels), and the metric the current data's labels would
 realise is estimated with an interval (`method.confusion`). The check `performance.estimated_drop` fails when the
 whole interval lies more than `max_drop` below the reference's realised metric, warns when the interval straddles
 that line, and passes when the interval stays above it. The estimate assumes no concept shift; the verdict says so,
@@ -10,19 +12,18 @@ and warns when current scores lie outside what the reference calibrated (there t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, get_args
 
 import numpy as np
 
 from skewgate.common.errors import InputError
-from skewgate.common.io import load_labels, load_onnx, onnx_input_specs, sha256_file
-from skewgate.common.runtime import run_by_name, session
+from skewgate.common.io import load_labels, sha256_file
 from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
 from skewgate.estimate.data.batches import Inputs
-from skewgate.estimate.method.calibration import Reference, check_labels, probabilities, unseen_classes
+from skewgate.estimate.data.scoring import Scorer
+from skewgate.estimate.method.calibration import Reference, check_labels, unseen_classes
 from skewgate.estimate.method.confusion import (
     METRICS,
     Metric,
@@ -32,9 +33,9 @@ from skewgate.estimate.method.confusion import (
     metric_of,
     reliability,
 )
+from skewgate.estimate.method.profile import ReferenceFit, load_profile, save_profile
 
 STEP = "estimate"
-NORMALISING_OPS = ("Softmax", "Sigmoid")  # an output one of these produces holds probabilities, not logits
 METHOD = ("CBPE (confidence-based performance estimation): per-class isotonic calibration of the scores on the "
           "labelled reference, the expected confusion matrix on the current data")
 METHOD_REFERENCE = "NannyML, CBPE: https://nannyml.readthedocs.io/en/stable/how_it_works/performance_estimation.html"
@@ -97,74 +98,120 @@ class EstimateDetails:
     method_reference: str = METHOD_REFERENCE
     assumes: str = ASSUMPTION
     unseen_classes: list[int] | None = field(default=None, metadata=OMIT_IF_NONE)
+    profile: dict[str, Any] | None = field(default=None, metadata=OMIT_IF_NONE)  # the fit came from this profile
 
 
-def estimate(*, onnx: str | Path, reference: str | Path, current: str | Path, labels: str | Path | None,
-             options: EstimateOptions) -> Verdict:
-    """Estimate `options.metric` of `onnx` on `current` from its calibration on `reference` (labels from `labels`,
-    or the reference's `options.labels_key` array or column) and judge the drop."""
+def estimate(*, onnx: str | Path, current: str | Path, options: EstimateOptions, reference: str | Path | None = None,
+             labels: str | Path | None = None, profile: str | Path | None = None,
+             profile_out: str | Path | None = None, current_labels: str | Path | None = None) -> Verdict:
+    """Estimate `options.metric` of `onnx` on `current` and judge the drop, from its calibration on `reference`
+    (labels from `labels`, or the reference's `options.labels_key` array or column) or from an estimate `profile`
+    of this model (no labels needed; its fit settings replace `options`' in what the verdict records). With
+    `profile_out`, the fit is saved there as a profile. With `current_labels` (they arrived for a past night), the
+    metrics they realise stand beside the estimates: the estimator's track record. The verdict is judged with the
+    settings in force."""
     options.check()
-    onnx, reference, current = Path(onnx), Path(reference), Path(current)
-    model = load_onnx(onnx)
-    specs = onnx_input_specs(model)
-    outputs = [o.name for o in model.graph.output]
-    output = options.output or outputs[0]
-    if output not in outputs:
-        raise InputError(onnx, field="output", expected=f"one of the outputs {outputs}", found=repr(output))
-    normalised = any(output in n.output for n in model.graph.node if n.op_type in NORMALISING_OPS)
-    runner = session(model)
+    if (reference is None) == (profile is None):
+        raise InputError("reference/profile", expected="exactly one: labelled reference data or an estimate "
+                         "profile", found="both" if reference is not None else "neither")
+    if profile is not None:
+        fit = load_profile(profile)
+        if options.output not in (None, fit.output):
+            raise InputError(profile, field="output", expected=f"the output the profile calibrated "
+                             f"({fit.output!r})", found=repr(options.output))
+        scorer = Scorer.load(onnx, fit.output)
+        if fit.model_sha256 != scorer.sha256:
+            raise InputError(profile, field="model_sha256", expected=f"{scorer.sha256} (the SHA-256 of {onnx}: a "
+                             "profile calibrates one model's scores)", found=fit.model_sha256)
+        options = replace(options, resamples=fit.resamples, seed=fit.seed, folds=fit.folds)
+        data = {"profile": sha256_file(profile)}
+    else:
+        assert reference is not None
+        scorer = Scorer.load(onnx, options.output)
+        fit = fit_reference(scorer, reference=reference, labels=labels, options=options)
+        data = dict(fit.data)
+    if profile_out is not None:
+        save_profile(fit, profile_out)
+    return judge(scorer, fit, current=current, options=options, data=data, current_labels=current_labels,
+                 profile={"sha256": data["profile"], "fit_on": fit.data} if profile is not None else None
+                 ).judged_with(options)
 
-    def scores(inputs: Inputs) -> Iterator[np.ndarray]:
-        for feeds in inputs.batches():
-            yield probabilities(run_by_name(runner, feeds)[output], normalised=normalised,
-                                source=f"{onnx} output `{output}`")
 
-    reference_inputs = Inputs(reference, specs, options.features, options.batch_rows)
-    reference_scores = np.concatenate(list(scores(reference_inputs)))
-    if not np.isfinite(reference_scores).all():
+def fit_reference(scorer: Scorer, *, reference: str | Path, labels: str | Path | None,
+                  options: EstimateOptions) -> ReferenceFit:
+    """The calibration of `scorer`'s scores on the labelled `reference` and its resamples, the reference's
+    realised metrics and the calibration's reliability (out of fold)."""
+    inputs = scorer.inputs(reference, features=options.features, batch_rows=options.batch_rows)
+    scores = np.concatenate(list(scorer.scores(inputs)))
+    if not np.isfinite(scores).all():
         raise InputError(reference, expected="finite model scores on every reference sample (the calibration is "
-                         "fit on them)", found=f"{int((~np.isfinite(reference_scores)).any(axis=1).sum())} samples "
-                                               "with NaN/Inf scores")
-    truth, labels_sha = _labels(labels, reference_inputs, options.labels_key, reference_scores)
-    fitted = Reference(reference_scores, truth)
-    tally = Tally(fitted.fit(), fitted.resampled(resamples=options.resamples, seed=options.seed), seed=options.seed)
-    low, high = reference_scores.min(axis=0), reference_scores.max(axis=0)
+                         "fit on them)", found=f"{int((~np.isfinite(scores)).any(axis=1).sum())} samples with "
+                                               "NaN/Inf scores")
+    truth, labels_sha = _labels(labels, inputs, options.labels_key, scores)
+    fitted = Reference(scores, truth)
+    realised = confusion_of(truth, scores.argmax(axis=1), fitted.classes)
+    out_of_fold = fitted.out_of_fold(folds=options.folds, seed=options.seed)
+    oof_confusion = out_of_fold.T @ np.eye(fitted.classes)[scores.argmax(axis=1)]
+    return ReferenceFit(
+        calibration=fitted.fit(), samples=fitted.samples,
+        resampled=tuple(fitted.resampled(resamples=options.resamples, seed=options.seed)),
+        realised={m: float(metric_of(realised, m)) for m in METRICS},
+        score_low=scores.min(axis=0), score_high=scores.max(axis=0),
+        reference_ece=expected_calibration_error(out_of_fold, truth),
+        uncalibrated_ece=expected_calibration_error(scores, truth),
+        out_of_fold_accuracy=float(metric_of(oof_confusion, "accuracy")),
+        reliability=reliability(out_of_fold, truth), unseen_classes=unseen_classes(truth, fitted.classes),
+        resamples=options.resamples, seed=options.seed, folds=options.folds, model_sha256=scorer.sha256,
+        output=scorer.output, normalised=scorer.normalised,
+        data={"reference": sha256_file(reference), **({"labels": labels_sha} if labels_sha else {})})
+
+
+def judge(scorer: Scorer, fit: ReferenceFit, *, current: str | Path, options: EstimateOptions,
+          data: dict[str, str], profile: dict[str, Any] | None = None,
+          current_labels: str | Path | None = None) -> Verdict:
+    """The estimate on `current` under `fit`, tallied batch by batch, and its checks; `data`: the digests of
+    what the reference side was read from (the verdict's subject adds the current data's); `profile`: the
+    profile's digest and what it was fit on, when the fit came from one; `current_labels`: each table row adds
+    the metric they realise (over the samples with finite scores, as the estimate) and whether the interval
+    covered it."""
+    tally = Tally(fit.calibration, fit.resampled, seed=fit.seed)
+    predicted: list[np.ndarray] = []  # per current sample, -1 where its scores are not finite (with labels only)
     non_finite = extrapolated = 0
-    for batch in scores(Inputs(current, specs, options.features, options.batch_rows)):
+    inputs = scorer.inputs(current, features=options.features, batch_rows=options.batch_rows)
+    for batch in scorer.scores(inputs):
+        if batch.shape[1] != fit.classes:
+            raise InputError(scorer.path, field=scorer.output, expected=f"{fit.classes} classes (the reference's)",
+                             found=f"{batch.shape[1]} on {current}")
         finite = np.isfinite(batch).all(axis=1)
+        if current_labels is not None:
+            predicted.append(np.where(finite, np.nan_to_num(batch).argmax(axis=1), -1))
         non_finite += int((~finite).sum())
         batch = batch[finite]
-        extrapolated += int(_outside(batch, low, high).sum())
+        extrapolated += int(_outside(batch, fit.score_low, fit.score_high).sum())
         tally.add(batch)
     if tally.samples + non_finite == 0:
         raise InputError(current, expected="at least one current sample", found="0 samples")
-
-    realised = confusion_of(truth, reference_scores.argmax(axis=1), fitted.classes)
-    table: list[dict[str, Any]] = [_row(m, float(metric_of(realised, m)), tally, options.confidence)
-                                   for m in METRICS]
-    out_of_fold = fitted.out_of_fold(folds=options.folds, seed=options.seed)
+    table: list[dict[str, Any]] = [_row(m, fit.realised[m], tally, options.confidence) for m in METRICS]
+    if current_labels is not None and tally.samples:
+        data = {**data, "current_labels": sha256_file(current_labels)}
+        _add_realised(table, current_labels, np.concatenate(predicted), fit.classes)
     share = extrapolated / tally.samples if tally.samples else 0.0
     judged = next(row for row in table if row["metric"] == options.metric)
     checks = [_finite(non_finite, tally.samples + non_finite)]
     if tally.samples:
         checks += [_drop(judged, options), _extrapolation(share, options.max_extrapolated)]
     accuracy = table[0]
-    unseen = unseen_classes(truth, fitted.classes)
     details = EstimateDetails(
-        metric=options.metric, reference_samples=fitted.samples, current_samples=tally.samples + non_finite,
+        metric=options.metric, reference_samples=fit.samples, current_samples=tally.samples + non_finite,
         reference_accuracy=accuracy["reference"], estimated_accuracy=accuracy.get("estimated"),
         estimated_interval=[accuracy["low"], accuracy["high"]] if tally.samples else None,
-        confidence=options.confidence, table=table,
-        reference_ece=expected_calibration_error(out_of_fold, truth),
-        uncalibrated_ece=expected_calibration_error(reference_scores, truth),
-        reference_out_of_fold_accuracy=float(metric_of((out_of_fold.T @ np.eye(fitted.classes)[
-            reference_scores.argmax(axis=1)]), "accuracy")),
-        extrapolated_share=share, reliability=reliability(out_of_fold, truth),
-        current_confidence=tally.confidence_counts.tolist(), unseen_classes=unseen or None)
-    data = {"reference": sha256_file(reference), "current": sha256_file(current),
-            **({"labels": labels_sha} if labels_sha else {})}
-    return Verdict.from_checks(STEP, checks, subject=Subject(artifact=str(onnx), sha256=sha256_file(onnx), data=data),
-                               details=details)
+        confidence=options.confidence, table=table, reference_ece=fit.reference_ece,
+        uncalibrated_ece=fit.uncalibrated_ece, reference_out_of_fold_accuracy=fit.out_of_fold_accuracy,
+        extrapolated_share=share, reliability=fit.reliability, current_confidence=tally.confidence_counts.tolist(),
+        unseen_classes=fit.unseen_classes or None, profile=profile)
+    subject = Subject(artifact=str(scorer.path), sha256=scorer.sha256,
+                      data={**data, "current": sha256_file(current)})
+    return Verdict.from_checks(STEP, checks, subject=subject, details=details)
 
 
 def _labels(labels: str | Path | None, reference: Inputs, key: str, scores: np.ndarray) -> tuple[np.ndarray, str]:
@@ -181,6 +228,18 @@ def _labels(labels: str | Path | None, reference: Inputs, key: str, scores: np.n
         raise InputError(source, field=field_name, expected=f"one label per reference sample: {len(scores)}",
                          found=f"{len(truth)} labels")
     return truth, sha
+
+
+def _add_realised(table: list[dict[str, Any]], path: str | Path, predicted: np.ndarray, classes: int) -> None:
+    truth = check_labels(load_labels(Path(path)), classes, source=str(path), field=None)
+    if len(truth) != len(predicted):
+        raise InputError(path, expected=f"one label per current sample: {len(predicted)}",
+                         found=f"{len(truth)} labels")
+    scored = predicted >= 0
+    confusion = confusion_of(truth[scored], predicted[scored], classes)
+    for row in table:
+        row["realised"] = float(metric_of(confusion, row["metric"]))
+        row["covered"] = bool(row["low"] <= row["realised"] <= row["high"])
 
 
 def _outside(scores: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:

@@ -1,35 +1,57 @@
 """The one entry the CLI and the KFP component call: estimate inside the step's MLflow run, then publish the
-estimate table and the reliability plot (the calibration on the reference, out of fold, beside the model's own)."""
+estimate table and the reliability plot (the calibration on the reference, out of fold, beside the model's own),
+and the estimate profile promote records with the model version."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from skewgate.common import mlflow_conventions as conv
+from skewgate.common.io import sha256_file
 from skewgate.common.publishing import publish, pyplot
 from skewgate.common.recording import StepResult, TrackingOptions, evaluate_and_record
 from skewgate.common.verdict import Verdict
 from skewgate.estimate.core import STEP, EstimateOptions, estimate
 
+PROFILE_NAME = "estimate.profile"
+
 if TYPE_CHECKING:
     from skewgate.common.mlflow_log import StepRun
 
 
-def run(*, onnx: str | Path, reference: str | Path, current: str | Path, options: EstimateOptions,
-        tracking: TrackingOptions, labels: str | Path | None = None, plot: str | Path | None = None) -> StepResult:
-    """Estimate `options.metric` of `onnx` on `current` (never raises: `error` verdict); the reliability plot goes
-    to MLflow, and to `plot` when given."""
+def run(*, onnx: str | Path, current: str | Path, options: EstimateOptions, tracking: TrackingOptions,
+        reference: str | Path | None = None, labels: str | Path | None = None, profile: str | Path | None = None,
+        profile_out: str | Path | None = None, current_labels: str | Path | None = None,
+        plot: str | Path | None = None) -> StepResult:
+    """Estimate `options.metric` of `onnx` on `current` from a labelled `reference` or an estimate `profile`
+    inside the step's MLflow run, published (`estimate_in_run`). Never raises: `error` verdict."""
+    return evaluate_and_record(
+        STEP, lambda step_run: estimate_in_run(
+            step_run, onnx=onnx, current=current, options=options, reference=reference, labels=labels,
+            profile=profile, profile_out=profile_out, current_labels=current_labels, plot=plot),
+        tracking, settings=options, inputs={"onnx": onnx, "reference": reference, "current": current,
+                                            "labels": labels, "profile": profile, "current_labels": current_labels})
 
-    def evaluate(step_run: StepRun | None) -> Verdict:
-        verdict = estimate(onnx=onnx, reference=reference, current=current, labels=labels,
-                           options=options).judged_with(options)
-        publish(step_run, tables={"estimate.json": list(verdict.details["table"]),
-                                  "reliability.json": list(verdict.details["reliability"])},
-                outputs=[(plot, "reliability.png", lambda path: reliability_plot(verdict, path))])
+
+def estimate_in_run(step_run: StepRun | None, *, onnx: str | Path, current: str | Path, options: EstimateOptions,
+                    reference: str | Path | None = None, labels: str | Path | None = None,
+                    profile: str | Path | None = None, profile_out: str | Path | None = None,
+                    current_labels: str | Path | None = None, plot: str | Path | None = None) -> Verdict:
+    """The estimate, published: its tables and the reliability plot to the step run, the plot to `plot` when
+    given. With `profile_out`, the fit is saved there and, with tracking, logged to the step run, whose URI and
+    digest the verdict asks promote to tag on the model version (`registry_tags`), as drift's profile is."""
+    verdict = estimate(onnx=onnx, reference=reference, current=current, labels=labels, profile=profile,
+                       profile_out=profile_out, current_labels=current_labels, options=options)
+    publish(step_run, tables={"estimate.json": list(verdict.details["table"]),
+                              "reliability.json": list(verdict.details["reliability"])},
+            outputs=[(plot, "reliability.png", lambda path: reliability_plot(verdict, path))])
+    if profile_out is None or step_run is None:
         return verdict
-
-    return evaluate_and_record(STEP, evaluate, tracking, settings=options,
-                               inputs={"onnx": onnx, "reference": reference, "current": current, "labels": labels})
+    uri = step_run.log_artifact_as(profile_out, PROFILE_NAME, "profile") + f"/{PROFILE_NAME}"
+    return dataclasses.replace(verdict, registry_tags={conv.ESTIMATE_PROFILE_URI_TAG: uri,
+                                                       conv.ESTIMATE_PROFILE_SHA_TAG: sha256_file(profile_out)})
 
 
 def reliability_plot(verdict: Verdict, path: Path) -> None:

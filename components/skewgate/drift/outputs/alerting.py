@@ -16,26 +16,21 @@ The chart's alert rules and Grafana dashboard (`charts/skewgate/files/`) read th
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from skewgate.common.errors import Rejected, Unreachable
+from skewgate.common.pushgateway import push_group
 from skewgate.common.verdict import STATUSES, Verdict
 
-log = logging.getLogger(__name__)
 JOB = "skewgate_nightly_drift"
 MAX_FEATURES = 100  # bounds the series per model; the full table is in MLflow
 
 
 def push_drift_metrics(verdict: Verdict, features: Sequence[Mapping[str, Any]], *, gateway: str, model: str,
                        job: str = JOB, timeout: float = 10.0) -> None:
-    """Replace this model's group on the gateway with the verdict's figures. Raises `Unreachable` when the
-    gateway cannot be reached and `Rejected` when it refuses (the verdict itself stands: the caller decides what
-    an unpushed verdict means)."""
-    from urllib.error import HTTPError
-
-    from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
+    """Replace this model's group on the gateway with the verdict's figures (`push_group`: `Unreachable`,
+    `Rejected`)."""
+    from prometheus_client import CollectorRegistry, Gauge
 
     registry = CollectorRegistry()
 
@@ -73,13 +68,7 @@ def push_drift_metrics(verdict: Verdict, features: Sequence[Mapping[str, Any]], 
         for key, series in per_feature.items():
             series.labels(feature=str(row["feature"]), test=str(row["test"])).set(_number(row.get(key), float("nan")))
     gauge("skewgate_drift_last_run_timestamp_seconds", "when the drift check last ran").set_to_current_time()
-    try:
-        push_to_gateway(gateway, job=job, registry=registry, grouping_key={"model": model}, timeout=timeout)
-    except HTTPError as err:  # the gateway answered with an error status
-        raise Rejected(f"pushgateway {gateway}: {err}") from err
-    except OSError as err:  # URLError (connection refused, DNS), timeouts
-        raise Unreachable(f"pushgateway {gateway}: {err}") from err
-    log.info("pushed drift metrics for %s to %s", model, gateway)
+    push_group(registry, gateway=gateway, job=job, model=model, timeout=timeout)
 
 
 def _number(value: Any, default: float) -> float:

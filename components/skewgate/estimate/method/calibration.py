@@ -65,11 +65,6 @@ class Calibration:
         # every class calibrated to 0 (scores where the reference never saw any class): nothing is known
         return np.where(total > 0, calibrated / np.where(total > 0, total, 1), 1 / self.classes)
 
-    def to_json(self) -> dict[str, object]:
-        """What a champion stores so that a nightly run needs no labels (knots and values per map)."""
-        return {"classes": self.classes,
-                "maps": [{"knots": m.knots.tolist(), "values": m.values.tolist()} for m in self.maps]}
-
 
 class Reference:
     """Labelled reference scores, sorted once per calibrated class, for fitting on the whole set or on resamples."""
@@ -98,7 +93,7 @@ class Reference:
             seen = counts > 0
             rate = np.bincount(inverse, weights=w * hits, minlength=len(knots))[seen] / counts[seen]
             fitted = isotonic_regression(rate, weights=counts[seen], increasing=True).x
-            maps.append(Isotonic(knots[seen], np.clip(fitted, 0.0, 1.0)))
+            maps.append(_compact(Isotonic(knots[seen], np.clip(fitted, 0.0, 1.0))))
         return Calibration(maps=tuple(maps), classes=self.classes)
 
     def resampled(self, *, resamples: int, seed: int) -> list[Calibration]:
@@ -116,6 +111,18 @@ class Reference:
         for f in range(folds):
             result[fold == f] = self.fit((fold != f).astype(np.float64)).apply(self.scores[fold == f])
         return result
+
+
+def _compact(isotonic: Isotonic) -> Isotonic:
+    """The same map with only the ends of each plateau kept: between two knots of one value `np.interp` is flat
+    whatever lies between them, so nothing it returns changes, and a fit of n points keeps far fewer (what a
+    profile stores, 1 + resamples calibrations of them)."""
+    v = isotonic.values
+    if len(v) < 3:
+        return isotonic
+    keep = np.ones(len(v), dtype=bool)
+    keep[1:-1] = (v[1:-1] != v[:-2]) | (v[1:-1] != v[2:])
+    return Isotonic(isotonic.knots[keep], v[keep])
 
 
 def check_labels(labels: np.ndarray, classes: int, *, source: str, field: str | None) -> np.ndarray:
