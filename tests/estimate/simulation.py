@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -81,3 +82,20 @@ def save_model(path: Path, weights: np.ndarray, bias: np.ndarray | None = None, 
 def binary_model(path: Path) -> Path:
     """The binary model of `binary` as ONNX (two logit columns, class 0's fixed at 0)."""
     return save_model(path, np.array([[0.0, 0.0], [MODEL_SLOPE, 0.0]]), np.array([0.0, MODEL_BIAS]))
+
+
+def known_truth_files(d: Path) -> dict[str, Any]:
+    """In `d`: the binary model, a labelled reference of 4000 samples, and current data sets (boundary, ignored,
+    mild, wide) with the accuracy their true labels realise (`<name>_realised`)."""
+    rng = np.random.default_rng(0)
+    found: dict[str, Any] = {"model": binary_model(d / "binary.onnx"), "dir": d}
+    x, _, labels = binary(rng, 4000, REFERENCE)
+    np.savez(d / "reference.npz", x=x, labels=labels)
+    found["reference"] = d / "reference.npz"
+    for name, shift, n in [("boundary", INTO_THE_BOUNDARY, 4000), ("ignored", IGNORED_FEATURE, 4000),
+                           ("mild", Shift(spread=1.0), 1000), ("wide", Shift(spread=3.0), 4000)]:
+        x, logits, labels = binary(rng, n, shift)
+        np.savez(d / f"{name}.npz", x=x)
+        found[name] = d / f"{name}.npz"
+        found[f"{name}_realised"] = float(np.mean(logits.argmax(axis=1) == labels))
+    return found

@@ -1,5 +1,6 @@
-"""KFP component for estimate: the model, labelled reference and unlabelled current data in; verdict and the
-reliability plot out."""
+"""KFP components for estimate: the gate (the model, labelled reference and unlabelled current data in; verdict,
+the reliability plot and the estimate profile promote records with the version out) and the night (a serving
+snapshot against the champion's own profile)."""
 
 from kfp import dsl
 
@@ -16,6 +17,7 @@ def estimate_op(
     report: dsl.Output[dsl.Markdown],
     attestation: dsl.Output[dsl.Artifact],
     reliability_plot: dsl.Output[dsl.Artifact],
+    profile: dsl.Output[dsl.Artifact],
     metric: str = "accuracy",
     max_drop: float = 0.02,
     confidence: float = 0.95,
@@ -41,6 +43,8 @@ def estimate_op(
         report: The verdict as Markdown.
         attestation: The signed envelope of the verdict.
         reliability_plot: The calibration on the reference, out of fold (PNG).
+        profile: The estimate profile (the calibration and the reference's figures), stored with the promoted
+            version for the nightly estimate.
         metric: accuracy or macro_f1 (the one judged; both are reported).
         max_drop: Largest drop below the reference's metric the interval may show.
         confidence: Level of the interval.
@@ -63,6 +67,57 @@ def estimate_op(
                               resamples=resamples, labels_key=labels_key,
                               features=tuple(f.strip() for f in features.split(",") if f.strip()))
     result = run(onnx=onnx_model.path, reference=reference_data.path, current=current_data.path, options=options,
-                 plot=reliability_plot.path,
+                 plot=reliability_plot.path, profile_out=profile.path,
                  tracking=TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id))
     return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)
+
+
+@dsl.component(base_image=IMAGE, install_kfp_package=False)
+def nightly_estimate_op(
+    serving_snapshot: dsl.Input[dsl.Dataset],
+    model_name: str,
+    tracking_uri: str,
+    verdict: dsl.Output[dsl.Artifact],
+    metrics: dsl.Output[dsl.Metrics],
+    report: dsl.Output[dsl.Markdown],
+    reliability_plot: dsl.Output[dsl.Artifact],
+    nights_plot: dsl.Output[dsl.Artifact],
+    alias: str = "champion",
+    features: str = "",
+    run_date: str = "",
+    pipeline_run_id: str = "",
+    pushgateway_url: str = "",
+) -> str:
+    """Estimate the `alias` version's accuracy on a serving snapshot from the estimate profile stored with it (no
+    labels); tags that version with the night and the last nights; pushes the figures to `pushgateway_url` when
+    set. Returns the verdict status.
+
+    Args:
+        serving_snapshot: Snapshot of serving inputs (`.npz` arrays named like the model's inputs, or Parquet/CSV
+            with `features`).
+        model_name: MLflow registered model whose `alias` version is estimated (also the experiment).
+        tracking_uri: MLflow tracking URI of the registry and the step's run.
+        verdict: The step's verdict (JSON).
+        metrics: The verdict's figures as KFP metrics.
+        report: The verdict as Markdown.
+        reliability_plot: The champion's calibration and where tonight's samples fall (PNG).
+        nights_plot: The estimate over the last nights, with the realised accuracy where labels arrived (PNG).
+        alias: Registry alias of the version whose profile calibrates tonight.
+        features: Comma-separated table columns that are the model's input (Parquet/CSV snapshots).
+        run_date: Date of the night, keying its history entry (empty: now).
+        pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
+        pushgateway_url: Prometheus Pushgateway to push the night's estimate to (empty: no push).
+    """
+    from skewgate.common.kfp_io import finish
+    from skewgate.common.recording import TrackingOptions
+    from skewgate.estimate.core import EstimateOptions
+    from skewgate.estimate.nightly import NightlyEstimateOptions, run_nightly
+
+    estimate = EstimateOptions(features=tuple(f.strip() for f in features.split(",") if f.strip()))
+    result = run_nightly(model_name=model_name, current=serving_snapshot.path, run_date=run_date,
+                         plot=reliability_plot.path, history_plot=nights_plot.path,
+                         options=NightlyEstimateOptions(alias=alias, estimate=estimate,
+                                                        pushgateway_url=pushgateway_url),
+                         tracking=TrackingOptions(uri=tracking_uri, experiment=model_name,
+                                                  pipeline_run_id=pipeline_run_id))
+    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report)

@@ -190,12 +190,14 @@ def nights_plot(nights: list[dict[str, Any]], model_name: str, path: Path) -> No
         dates = [str(n["date"])[:10] for n in nights]
         xs = list(range(len(nights)))
         estimated = [(x, n) for x, n in zip(xs, nights, strict=True) if "estimated" in n]
-        if estimated:
-            axis.fill_between([x for x, _ in estimated], [n["low"] for _, n in estimated],
-                              [n["high"] for _, n in estimated], color="#1f77b4", alpha=0.2, label="interval")
-            axis.plot([x for x, _ in estimated], [n["estimated"] for _, n in estimated], marker="o",
-                      color="#1f77b4", label="estimated accuracy")
-        axis.plot(xs, [n["reference"] for n in nights], color="#888888", linestyle="--", label="reference accuracy")
+        if estimated:  # error bars, not a band: one night, or nights with gaps, still show their interval
+            xe = [x for x, _ in estimated]
+            ye = [n["estimated"] for _, n in estimated]
+            axis.errorbar(xe, ye, yerr=[[y - n["low"] for y, (_, n) in zip(ye, estimated, strict=True)],
+                                        [n["high"] - y for y, (_, n) in zip(ye, estimated, strict=True)]],
+                          marker="o", color="#1f77b4", capsize=3, label="estimated accuracy (interval)")
+        axis.plot(xs, [n["reference"] for n in nights], color="#888888", linestyle="--", marker="_", markersize=18,
+                  label="reference accuracy")
         realised = [(x, n["realised"]) for x, n in zip(xs, nights, strict=True) if "realised" in n]
         if realised:
             axis.scatter(*zip(*realised, strict=True), color="#d62728", marker="x", zorder=3,
