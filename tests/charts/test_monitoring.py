@@ -13,19 +13,22 @@ import yaml
 from skewgate.common.verdict import STATUSES
 from tests.charts.test_chart import NIGHTLY, kinds, render
 
-ALERTING = Path(__file__).resolve().parents[2] / "components" / "skewgate" / "drift" / "outputs" / "alerting.py"
+PACKAGE = Path(__file__).resolve().parents[2] / "components" / "skewgate"
+ALERTING = (PACKAGE / "drift" / "outputs" / "alerting.py", PACKAGE / "estimate" / "nightly" / "alerting.py")
 STALE_AFTER_HOURS = 30
 MONITORED = {**NIGHTLY, "nightlyDrift": {**NIGHTLY["nightlyDrift"], "pushgatewayUrl": "http://pushgateway.monitoring:9091"},
              "monitoring": {"enabled": True, "staleAfterHours": STALE_AFTER_HOURS}}
-ALERTS = ("SkewgateDriftFailed", "SkewgateDriftWarning", "SkewgateDriftStale")
+ALERTS = ("SkewgateDriftFailed", "SkewgateDriftWarning", "SkewgateDriftStale", "SkewgateEstimatedAccuracyDrop",
+          "SkewgateEstimateStale")
 JOB, MODEL = "skewgate_nightly_drift", "fraud"
+ESTIMATE_JOB = "skewgate_nightly_estimate"
 
 needs_promtool = pytest.mark.skipif(not shutil.which("promtool"), reason="needs promtool, from the Debian package "
                                                                           "prometheus (.ci/run installs it)")
 
 
 def _pushed_series() -> set[str]:
-    return set(re.findall(r'"(skewgate_drift_[a-z_]+)"', ALERTING.read_text()))
+    return {m for path in ALERTING for m in re.findall(r'"(skewgate_(?:drift|estimate)[a-z_]+)"', path.read_text())}
 
 
 def _rules_text() -> str:
@@ -49,9 +52,10 @@ def test_monitoring_is_opt_in_and_renders_rules_and_a_dashboard():
     dashboard_map = docs["ConfigMap/skewgate-drift-dashboard"]
     assert dashboard_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     dashboard = json.loads(dashboard_map["data"]["skewgate-drift.json"])
-    queried = {m for p in dashboard["panels"] for t in p["targets"] for m in re.findall(r"skewgate_drift_[a-z_]+",
-                                                                                       t["expr"])}
-    queried |= {m for r in rules for m in re.findall(r"(?<![:\w])skewgate_drift_[a-z_]+", r["expr"])}
+    series = r"(?<![:\w])skewgate_(?:drift|estimate)[a-z_]+"
+    queried = {m for p in dashboard["panels"] for t in p["targets"] for m in re.findall(series, t["expr"])}
+    queried |= {m for r in rules for m in re.findall(series, r["expr"])}
+    assert {"skewgate_estimated_accuracy_low", "skewgate_estimate_status"} <= queried
     assert queried and queried <= _pushed_series()  # nothing reads a series the run does not push
     recorded = {r["record"] for r in rules if "record" in r}
     assert all(re.fullmatch(r"job_model:skewgate_drift_[a-z_]+:[a-z_]+", name) for name in recorded)
@@ -100,17 +104,17 @@ def _input_series(nights: list[str | None], *, series: bool = False) -> list[dic
     return pushed_series
 
 
-def _expected(rules: list[dict], firing: set[str]) -> list[dict]:
-    """An `alert_rule_test` entry per alert: the alerts in `firing` with their labels and annotations, the others
-    silent."""
+def _expected(rules: list[dict], firing: set[str], *, job: str = JOB) -> list[dict]:
+    """An `alert_rule_test` entry per alert: the alerts in `firing` with their labels and annotations (pushed by
+    `job`), the others silent."""
     out = []
     for rule in rules:
         if "alert" not in rule:
             continue
         alerts = []
         if rule["alert"] in firing:
-            labels = {**rule["labels"], "job": JOB, "model": MODEL}
-            if rule["alert"] == "SkewgateDriftFailed":
+            labels = {**rule["labels"], "job": job, "model": MODEL}
+            if rule["alert"] in ("SkewgateDriftFailed", "SkewgateEstimatedAccuracyDrop"):
                 labels["status"] = "fail"
             annotations = {k: v.replace("{{ $labels.model }}", MODEL) for k, v in rule["annotations"].items()}
             alerts.append({"exp_labels": labels, "exp_annotations": annotations})
@@ -118,15 +122,25 @@ def _expected(rules: list[dict], firing: set[str]) -> list[dict]:
     return out
 
 
+def _estimate_series(nights: list[str | None]) -> list[dict]:
+    """What the nightly estimate pushes over `nights`: drift's status and timestamp series under estimate's names
+    and job."""
+    return [{"series": s["series"].replace("skewgate_drift_", "skewgate_estimate_").replace(JOB, ESTIMATE_JOB),
+             "values": s["values"]} for s in _input_series(nights)]
+
+
 def _promtool(tmp_path: Path, rules_text: str, nights: list[str | None],
-              checks: dict[int, set[str]], *, series: bool = False) -> subprocess.CompletedProcess:
-    """`promtool test rules` over `nights`, asserting at each hour in `checks` exactly the alerts named there."""
+              checks: dict[int, set[str]], *, series: bool = False, estimate: bool = False
+              ) -> subprocess.CompletedProcess:
+    """`promtool test rules` over `nights` (of drift, or with `estimate` of the nightly estimate), asserting at
+    each hour in `checks` exactly the alerts named there."""
     (tmp_path / "rules.yaml").write_text(rules_text)
     rules = _rules(rules_text)
+    pushed = _estimate_series(nights) if estimate else _input_series(nights, series=series)
     test = {"rule_files": ["rules.yaml"], "evaluation_interval": "5m", "tests": [{
-        "interval": "5m", "input_series": _input_series(nights, series=series),
+        "interval": "5m", "input_series": pushed,
         "alert_rule_test": [{"eval_time": f"{hour}h", **entry} for hour, firing in checks.items()
-                            for entry in _expected(rules, firing)]}]}
+                            for entry in _expected(rules, firing, job=ESTIMATE_JOB if estimate else JOB)]}]}
     (tmp_path / "test.yaml").write_text(json.dumps(test, indent=1))  # JSON is YAML
     return subprocess.run(["promtool", "test", "rules", "test.yaml"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=120)
@@ -177,6 +191,29 @@ def test_alert_rules_over_nights_judged_by_a_series(tmp_path, case):
     nights, checks = SERIES_CASES[case]
     result = _promtool(tmp_path, _rules_text(), nights, checks, series=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+DROP, ESTIMATE_STALE = "SkewgateEstimatedAccuracyDrop", "SkewgateEstimateStale"
+ESTIMATE_CASES = {
+    "a failed estimate pages that night": (["pass", "fail"], {23: set(), 24: {DROP}, 47: {DROP}}),
+    "a warned estimate (the interval straddles the line) does not": (["pass", "warn"], {24: set(), 47: set()}),
+    "the next passing night clears it": (["fail", "pass"], {23: {DROP}, 24: set()}),
+    "a missed night fires staleness": (["pass", None], {29: set(), 31: {ESTIMATE_STALE}}),
+}
+
+
+@needs_promtool
+@pytest.mark.parametrize("case", ESTIMATE_CASES)
+def test_estimate_alert_rules_over_nights_of_pushes(tmp_path, case):
+    nights, checks = ESTIMATE_CASES[case]
+    result = _promtool(tmp_path, _rules_text(), nights, checks, estimate=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_estimate_job_is_the_one_the_pushes_name():
+    from skewgate.estimate.nightly.alerting import JOB as PUSHED
+
+    assert PUSHED == ESTIMATE_JOB
 
 
 @needs_promtool

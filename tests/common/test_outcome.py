@@ -60,6 +60,18 @@ def test_nightly_outcome(status, label, succeeded):
     assert (outcome.label, outcome.succeeded) == (label, succeeded)
 
 
+@pytest.mark.parametrize(("drift", "estimate", "label", "succeeded"), [
+    ("pass", "pass", "pass", True), ("pass", "warn", "pass", True), ("pass", "fail", "degraded", False),
+    ("fail", "fail", "drift", False), ("pass", "error", "error", False),
+], ids=["both-hold", "estimate-undecided", "accuracy-dropped", "drift-leads", "estimate-could-not"])
+def test_a_night_that_estimated_accuracy_fails_when_the_estimate_does(drift, estimate, label, succeeded):
+    outcome = pipeline_outcome("nightly-drift", {"nightly-drift": _verdict("nightly-drift", drift),
+                                                 "nightly-estimate": _verdict("nightly-estimate", estimate)})
+    assert (outcome.label, outcome.succeeded) == (label, succeeded)
+    if estimate != "error":
+        assert "; estimate: " in outcome.reason
+
+
 def test_unknown_pipeline_is_refused():
     with pytest.raises(ValueError, match="release-gate"):
         pipeline_outcome("release_gate", {})

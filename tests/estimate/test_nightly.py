@@ -15,7 +15,7 @@ from skewgate.common.errors import InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.registry import Champion
 from skewgate.estimate.core import EstimateOptions, estimate
-from skewgate.estimate.nightly import HISTORY_TAG, NIGHTLY_TAG, NightlyEstimateOptions, history_of, night_in_run
+from skewgate.estimate.nightly.night import HISTORY_TAG, NIGHTLY_TAG, NightlyEstimateOptions, history_of, night_in_run
 from tests.drift.fakes import FakeStepRun
 
 OPTIONS = NightlyEstimateOptions()

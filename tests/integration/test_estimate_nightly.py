@@ -11,7 +11,7 @@ from mlflow import MlflowClient
 from skewgate.cli import main
 from skewgate.common import mlflow_conventions as conv
 from skewgate.common.recording import TrackingOptions
-from skewgate.estimate.nightly import HISTORY_TAG, NIGHTLY_TAG, NightlyEstimateOptions, run_nightly
+from skewgate.estimate.nightly.night import HISTORY_TAG, NIGHTLY_TAG, NightlyEstimateOptions, run_nightly
 from tests.estimate.simulation import known_truth_files
 
 pytestmark = pytest.mark.integration
@@ -54,4 +54,5 @@ def test_the_champion_carries_its_estimate_profile_and_a_night_estimates_from_it
     run = client.get_run(after[NIGHTLY_TAG].split(" run ")[-1])  # the tag names the night's step run
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"estimate_nights.png", "estimate_nights.json", "estimate.json"} <= artifacts
-    assert np.isclose(run.data.metrics["nightly-estimate.performance.estimated_drop"], verdict.check("performance.estimated_drop").value)
+    drop = verdict.check("performance.estimated_drop").value
+    assert np.isclose(run.data.metrics["nightly-estimate.performance.estimated_drop"], drop)

@@ -179,8 +179,22 @@ def test_nightly_is_keyed_by_schedule_time_uncached_and_fails_on_drift(nightly):
     assert check.caching_options.enable_cache is False
     run_date = check.inputs.parameters["run_date"].runtime_value.constant.string_value
     assert run_date == "{{$.pipeline_job_schedule_time_utc}}"
-    condition = tasks["condition-2"].trigger_policy.condition
+    condition = tasks["condition-4"].trigger_policy.condition
     assert condition == "inputs.parameter_values['pipelinechannel--nightly-drift-op-Output'] == 'fail'"
+
+
+def test_the_nightly_estimates_accuracy_only_when_asked_and_a_failed_estimate_fails_the_run(nightly):
+    tasks = _gate(nightly)
+    assert tasks["condition-2"].trigger_policy.condition == \
+        "inputs.parameter_values['pipelinechannel--estimate_accuracy'] == true"
+    assert nightly.root.input_definitions.parameters["estimate_accuracy"].default_value.bool_value is False
+    branch = nightly.components[tasks["condition-2"].component_ref.name].dag.tasks
+    estimate = branch["nightly-estimate-op"]
+    assert estimate.caching_options.enable_cache is False
+    assert estimate.inputs.parameters["run_date"].runtime_value.constant.string_value == \
+        "{{$.pipeline_job_schedule_time_utc}}"
+    assert branch["condition-3"].trigger_policy.condition == \
+        "inputs.parameter_values['pipelinechannel--nightly-estimate-op-Output'] == 'fail'"
 
 
 def _resources(spec):
@@ -397,7 +411,7 @@ MLFLOW_TASKS = {
                      "exec-triton-probe-op", "exec-compare-op", "exec-promote-op", "exec-finish-run-op"}
     # the same three steps in the two ways of serving a stateful model (STEP from zeros, from an initial state)
     | {f"exec-{step}-{way}" for step in ("parity-op", "triton-probe-op", "promote-op") for way in (2, 3)},
-    "nightly-drift": {"exec-nightly-drift-op", "exec-finish-run-op"},
+    "nightly-drift": {"exec-nightly-drift-op", "exec-nightly-estimate-op", "exec-finish-run-op"},
     "nightly-drift-fanout": {"exec-nightly-drift-plan-op", "exec-nightly-drift-merge-op", "exec-finish-run-op"},
 }
 

@@ -89,6 +89,10 @@ READ_BACK_TAGS = frozenset({PROFILE_URI_TAG, PROFILE_SHA_TAG, ESTIMATE_PROFILE_U
 # The last night, in one tag: "<status> <date>[ run <step run id>]"; the status leads, so
 # `tags.\`skewgate.drift.nightly\` LIKE 'fail%'` finds the drifted champions.
 NIGHTLY_TAG = "skewgate.drift.nightly"
+# The nightly estimate's last night ("<status> <date> accuracy <est> [<low>, <high>][ run <id>]") and its last
+# nights (JSON, one entry per snapshot, the realised accuracy where labels arrived): estimate/nightly/night.py
+ESTIMATE_NIGHTLY_TAG = "skewgate.estimate.nightly"
+ESTIMATE_HISTORY_TAG = "skewgate.estimate.history"
 SERIES_TAG_PREFIX = "skewgate.drift.series."  # the anytime-valid series' state between nights (drift/stats/series.py)
 # A companion version registered beside the FP32 one (`<model>-int8`, `<model>-step`) names the version it belongs to
 INT8_SUFFIX = "-int8"

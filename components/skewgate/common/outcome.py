@@ -15,7 +15,7 @@ from skewgate.common.step_details import NightRecord, PromoteDetails
 from skewgate.common.verdict import Verdict
 
 # release gate: promoted | blocked | error; nightly drift: pass | drift | error; one CLI step: its status
-Label = Literal["promoted", "blocked", "pass", "drift", "warn", "fail", "error"]
+Label = Literal["promoted", "blocked", "pass", "drift", "degraded", "warn", "fail", "error"]
 
 
 @dataclass(frozen=True)
@@ -59,18 +59,25 @@ def release_outcome(verdicts: Mapping[str, Verdict], *, final_state: str = "", f
 
 
 def nightly_outcome(verdicts: Mapping[str, Verdict], *, final_state: str = "", final_error: str = "") -> Outcome:
-    """pass (FINISHED) on a drift `pass`/`warn`, drift (FAILED) on `fail`, error otherwise."""
+    """pass (FINISHED) on a drift `pass`/`warn`, drift (FAILED) on `fail`, error otherwise; a night that also
+    estimated accuracy (`nightly-estimate`) is degraded (FAILED) when the estimate fails and drift did not, and an
+    error when the estimate could not be made."""
     verdict = verdicts.get("nightly-drift")
+    estimated = verdicts.get("nightly-estimate")
     metrics = _step_metrics(verdicts)
     candidate = candidate_of(verdicts, prefer=("nightly-drift",))
-    if verdict is None or verdict.status == "error":
+    if verdict is None or verdict.status == "error" or (estimated is not None and estimated.status == "error"):
         return Outcome("error", False, _error_reason(verdicts, "nightly-drift", final_state, final_error),
                        metrics=metrics, candidate=candidate)
     digest = verdict.subject.sha256 if verdict.subject is not None else ""
     night = NightRecord.of(verdict)
     tags = {} if night is None else {conv.MODEL_VERSION_TAG: night.model_version}
     label: Label = "drift" if verdict.status == "fail" else "pass"
-    return Outcome(label, label == "pass", verdict.message, digest, metrics, tags, candidate)
+    reason = verdict.message
+    if estimated is not None:
+        label = "degraded" if label == "pass" and estimated.status == "fail" else label
+        reason += f"; estimate: {estimated.message}"
+    return Outcome(label, label == "pass", reason, digest, metrics, tags, candidate)
 
 
 def step_outcome(verdict: Verdict | None, *, error: str = "") -> Outcome:

@@ -111,7 +111,7 @@ def nightly_estimate_op(
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions
     from skewgate.estimate.core import EstimateOptions
-    from skewgate.estimate.nightly import NightlyEstimateOptions, run_nightly
+    from skewgate.estimate.nightly.night import NightlyEstimateOptions, run_nightly
 
     estimate = EstimateOptions(features=tuple(f.strip() for f in features.split(",") if f.strip()))
     result = run_nightly(model_name=model_name, current=serving_snapshot.path, run_date=run_date,

@@ -40,8 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 NIGHTLY_STEP = "nightly-estimate"
-NIGHTLY_TAG = "skewgate.estimate.nightly"  # "<status> <date> accuracy <est> [<low>, <high>][ run <id>]"
-HISTORY_TAG = "skewgate.estimate.history"  # JSON: the last nights, one entry per snapshot
+NIGHTLY_TAG, HISTORY_TAG = conv.ESTIMATE_NIGHTLY_TAG, conv.ESTIMATE_HISTORY_TAG
 TAG_LIMIT = 5000  # characters MLflow keeps of a model version tag's value
 HISTORY_PLOT = "estimate_nights.png"
 
@@ -171,7 +170,7 @@ def history_tag(nights: list[dict[str, Any]]) -> str:
 
 def push(verdict: Verdict, *, gateway: str, model: str) -> str:
     """Push to the gateway; an unreachable gateway is logged and recorded, not a reason to lose the verdict."""
-    from skewgate.estimate.alerting import push_estimate_metrics
+    from skewgate.estimate.nightly.alerting import push_estimate_metrics
 
     try:
         push_estimate_metrics(verdict, gateway=gateway, model=model)
