@@ -95,6 +95,41 @@ def test_eval_data_beyond_the_calibration_set_is_a_coverage_finding(calib, tmp_p
     assert not coverage.passed and coverage.severity == "warn" and result.verdict.status == "warn"
 
 
+def _row(name, excess, *, quantized):
+    return {"tensor": name, "uncovered_excess": excess, "eval_outside": 0.05 + excess, "clipped": 0.05,
+            "quantized": quantized}
+
+
+@pytest.mark.parametrize(("rows", "passed"), [
+    pytest.param([_row("q", 0.0099, quantized=True)], True, id="just-inside"),
+    pytest.param([_row("q", 0.0101, quantized=True)], False, id="just-outside"),
+    # a Gelu's output feeding a MaxPool stays float in the INT8 model: its range is never applied
+    pytest.param([_row("q", 0.0, quantized=True), _row("gelu_1", 0.5, quantized=False)], True,
+                 id="a-float-tensor-is-not-judged"),
+    pytest.param([_row("gelu_1", 0.0, quantized=False)], False, id="nothing-quantized-is-not-a-pass"),
+])
+def test_coverage_judges_the_tensors_the_int8_model_quantizes(rows, passed):
+    from skewgate.calibrate.core import coverage_check
+
+    check = coverage_check(rows, 0.01)
+    assert (check.passed, check.severity) == (passed, "warn")
+    if rows[0]["quantized"]:
+        assert check.value == max(r["uncovered_excess"] for r in rows if r["quantized"])
+
+
+def test_the_quantized_tensors_are_the_quantize_linear_inputs_of_the_written_model(calib, tmp_path):
+    from skewgate.calibrate.core import quantized_tensors
+
+    result = calibrate(onnx=calib["none"], calibration=calib["calibration"], eval_data=calib["eval"],
+                       out=tmp_path / "m.onnx", options=CalibrateOptions(max_accuracy_drop=1.0))
+    written = onnx.load(tmp_path / "m.onnx")
+    found = quantized_tensors(written)
+    assert found and not any(name.endswith("_QuantizeLinear_Input") for name in found)
+    assert {t["tensor"] for t in result.tensors if t["quantized"]} <= found
+    produced = {o for n in written.graph.node for o in n.output} | {i.name for i in written.graph.input}
+    assert all(name in produced or f"{name}_QuantizeLinear_Input" in produced for name in found)
+
+
 def test_too_few_calibration_samples(calib, tmp_path):
     small = tmp_path / "small.npz"
     np.savez(small, x=np.load(calib["calibration"])["x"][:8])

@@ -18,7 +18,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def tensor(name, *, outlier=False, ratio=2.0, low=-1.0, high=1.0, aside=(), **extra):
     return {"tensor": name, "outlier": outlier, "max_over_p9999": ratio, "low": low, "high": high,
             "method": "percentile", "set_aside_samples": list(aside), "kurtosis": 3.0, "clipped": 0.00125,
-            "min": -2.0, "max": 2.5, "eval_outside": 0.0, **extra}
+            "min": -2.0, "max": 2.5, "eval_outside": 0.0, "quantized": True, **extra}
 
 
 def result(tensors, *, layers=(), trials=(), coverage=None, passed=True, below=0, above=0):
@@ -157,7 +157,7 @@ def test_the_report_has_its_four_tables_in_order_with_their_columns():
                                        "accuracy_int8", "top1_agreement", "kl_divergence"]
     assert tables[COVERAGE_TITLE] == [["op", "int8", "fp32"]]  # no coverage in the details: no rows
     assert tables["tensors"][0] == ["tensor", "method", "low", "high", "min", "max", "max_over_p9999", "kurtosis",
-                                    "clipped", "eval_outside", "set_aside_samples", "outlier"]
+                                    "quantized", "clipped", "eval_outside", "set_aside_samples", "outlier"]
     assert tables[LAYERS_TITLE] == [["value", "op", "module", "sqnr_db", "introduced_db"]]
 
 
@@ -192,9 +192,10 @@ def test_user_names_are_escaped_and_read_back_as_written():
 
 
 def test_tensor_rows_show_their_figures():
-    row = tensor("x", ratio=math.inf, outlier=True, aside=[10, 60], eval_outside=None, clipped=1e-5)
+    row = tensor("x", ratio=math.inf, outlier=True, aside=[10, 60], eval_outside=None, clipped=1e-5,
+                 quantized=False)
     cells = Tables(report_html(result([row]))).tables["tensors"][1]
-    assert cells == ["x", "percentile", "-1", "1", "-2", "2.5", "inf", "3", "1e-05", "", "10, 60", "True"]
+    assert cells == ["x", "percentile", "-1", "1", "-2", "2.5", "inf", "3", "False", "1e-05", "", "10, 60", "True"]
 
 
 def test_the_page_opens_with_the_verdict():

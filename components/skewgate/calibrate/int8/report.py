@@ -64,8 +64,8 @@ def report_html(result: CalibrationResult) -> str:
             {"op": op, **counts} for op, counts in result.verdict.details.get("int8_coverage", {}).get(
                 "op_types", {}).items()], ["op", "int8", "fp32"])
         + _table("tensors", result.tensors, ["tensor", "method", "low", "high", "min", "max", "max_over_p9999",
-                                             "kurtosis", "clipped", "eval_outside", "set_aside_samples",
-                                             "outlier"])
+                                             "kurtosis", "quantized", "clipped", "eval_outside",
+                                             "set_aside_samples", "outlier"])
         + _table("per-layer SQNR (diagnostic: intermediates exposed, so ORT's Q/DQ fusions are off)",
                  result.layers, ["value", "op", "module", "sqnr_db", "introduced_db"])))
 
