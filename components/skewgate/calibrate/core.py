@@ -344,8 +344,9 @@ def coverage_check(tensors: list[dict[str, Any]], limit: float) -> Check:
     worst = max(judged, key=lambda t: t["uncovered_excess"])
     return Check("coverage", passed=worst["uncovered_excess"] <= limit, severity="warn",
                  value=worst["uncovered_excess"], limit=limit,
-                 detail=f"worst of {len(judged)} quantized tensors: {worst['tensor']}: {worst['eval_outside'] or 0:.2%} "
-                        f"of eval values outside the calibrated range vs {worst['clipped']:.2%} of calibration values")
+                 detail=f"worst of {len(judged)} quantized tensors: {worst['tensor']}: "
+                        f"{worst['eval_outside'] or 0:.2%} of eval values outside the calibrated range vs "
+                        f"{worst['clipped']:.2%} of calibration values")
 
 
 def _abs_quantile(hist: collect.Histogram, q: float) -> float:
