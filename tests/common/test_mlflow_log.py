@@ -339,6 +339,35 @@ def test_nightly_statistics_chart_across_nights(tracking):
     assert [m.value for m in tracking.client.get_metric_history(history[0].info.run_id, "drift.ks_drift")] == [0, 3]
 
 
+def test_a_nightly_estimate_charts_across_nights_beside_drift(tracking):
+    def estimated(status, date, estimate, realised=None):
+        row = {"metric": "accuracy", "reference": 0.9, "estimated": estimate, "low": estimate - 0.02,
+               "high": estimate + 0.02, **({"realised": realised} if realised is not None else {})}
+        return Verdict.from_checks("nightly-estimate", [Check("performance.estimated_drop", passed=status == "pass",
+                                                              value=0.9 - estimate, limit=0.02)], subject=None,
+                                   details={"run_date": date, "model_version": "1", "table": [row]})
+
+    nights = [("e1", "2026-11-30T02:00:00+00:00", "pass", 0.89, None),
+              ("e2", "2026-12-01T02:00:00+00:00", "fail", 0.80, None),
+              ("e3", "2026-11-30T02:00:00+00:00", "pass", 0.89, 0.88)]  # the first night's labels arrived
+    for job, date, status, estimate, realised in nights:
+        with tracking.step_run("nightly-drift", pipeline_run_id=job) as run:
+            run.log_verdict(_nightly("pass", date, 0))
+        with tracking.step_run("nightly-estimate", pipeline_run_id=job) as run:
+            run.log_verdict(estimated(status, date, estimate, realised))
+        mlflow_log.finish_pipeline_run(tracking, job, pipeline="nightly-drift", final_state="SUCCEEDED")
+    assert _parent(tracking, "e2").data.tags["skewgate.outcome"] == "degraded"
+    history = tracking.client.search_runs([tracking.experiment_id], "tags.`skewgate.kind` = 'drift-history'")
+    run_id = history[0].info.run_id
+    series = tracking.client.get_metric_history(run_id, "estimate.accuracy")
+    # the night re-run with its labels logs the same estimate at the same night: MLflow keeps it once
+    assert sorted((m.step, m.value) for m in series) == [(20787, 0.89), (20788, 0.8)]
+    assert [(m.step, m.value) for m in tracking.client.get_metric_history(run_id, "estimate.realised_accuracy")] \
+        == [(20787, 0.88)]
+    assert sorted(m.value for m in tracking.client.get_metric_history(run_id, "estimate.accuracy.low")) == \
+        pytest.approx([0.78, 0.87])
+
+
 @pytest.mark.parametrize(("status", "run_status"), [
     ("pass", "FINISHED"), ("warn", "FINISHED"), ("fail", "FAILED"), ("error", "FAILED"),
 ])

@@ -98,6 +98,7 @@ def test_labels_arriving_for_a_past_night_join_its_entry_and_the_history_keeps_t
     assert row["covered"] is (row["low"] <= row["realised"] <= row["high"])
     entry = next(n for n in history_of(registry.tags) if n["date"] == "2026-12-02")
     assert entry["realised"] == round(row["realised"], 4)
+    assert verdict.details["run_date"] == "2026-12-02"  # charted at the snapshot's night, beside its estimate
     assert len(history_of(registry.tags)) == 3
     limited = night_in_run(None, registry, model_name="clf", current=files["wide"], run_date="2026-12-06",
                            options=NightlyEstimateOptions(history_nights=2))

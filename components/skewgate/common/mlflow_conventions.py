@@ -284,6 +284,22 @@ def drift_statistics(verdict: Verdict) -> dict[str, float]:
     return out
 
 
+def estimate_statistics(verdict: Verdict) -> dict[str, float]:
+    """A nightly estimate's figures as a night's series: `estimate.passed`, the reference's accuracy and, when the
+    night could be estimated, `estimate.accuracy` with `.low` / `.high`, and `estimate.realised_accuracy` when
+    the snapshot's labels arrived (the estimator's track record, charted beside the estimate)."""
+    out = {"estimate.passed": float(verdict.status in {"pass", "warn"})}
+    table = verdict.details.get("table") or ()
+    row = table[0] if table and isinstance(table[0], Mapping) else {}
+    for key, name in (("reference", "estimate.reference_accuracy"), ("estimated", "estimate.accuracy"),
+                      ("low", "estimate.accuracy.low"), ("high", "estimate.accuracy.high"),
+                      ("realised", "estimate.realised_accuracy")):
+        value = row.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            out[name] = float(value)
+    return out
+
+
 def drift_night(verdict: Verdict) -> tuple[int, int]:
     """(timestamp in ms, night) of a nightly verdict: its run date, and the days since 1970-01-01 of that date
     (the series' step, so that every night is one point whenever it was logged)."""

@@ -87,6 +87,7 @@ def nightly_estimate_op(
     run_date: str = "",
     pipeline_run_id: str = "",
     pushgateway_url: str = "",
+    snapshot_labels: dsl.Input[dsl.Dataset] = None,  # KFP: an optional input artifact
 ) -> str:
     """Estimate the `alias` version's accuracy on a serving snapshot from the estimate profile stored with it (no
     labels); tags that version with the night and the last nights; pushes the figures to `pushgateway_url` when
@@ -107,6 +108,8 @@ def nightly_estimate_op(
         run_date: Date of the night, keying its history entry (empty: now).
         pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
         pushgateway_url: Prometheus Pushgateway to push the night's estimate to (empty: no push).
+        snapshot_labels: The snapshot's labels (`.npy`), when they arrived after its night: the realised accuracy
+            joins that night's history entry and series, beside its estimate.
     """
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions
@@ -116,6 +119,7 @@ def nightly_estimate_op(
     estimate = EstimateOptions(features=tuple(f.strip() for f in features.split(",") if f.strip()))
     result = run_nightly(model_name=model_name, current=serving_snapshot.path, run_date=run_date,
                          plot=reliability_plot.path, history_plot=nights_plot.path,
+                         labels=snapshot_labels.path if snapshot_labels else None,
                          options=NightlyEstimateOptions(alias=alias, estimate=estimate,
                                                         pushgateway_url=pushgateway_url),
                          tracking=TrackingOptions(uri=tracking_uri, experiment=model_name,

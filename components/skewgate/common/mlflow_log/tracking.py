@@ -259,18 +259,26 @@ def finish_pipeline_run(tracking: Tracking, pipeline_run_id: str, *, pipeline: s
     outcome = dataclasses.replace(outcome, tags={**outcome.tags, conv.PIPELINE_TAG: pipeline})
     if "nightly-drift" in verdicts:
         log_drift_night(tracking, verdicts["nightly-drift"], run_ids=[parent])
+    if "nightly-estimate" in verdicts and verdicts["nightly-estimate"].status != "error":
+        log_night(tracking, verdicts["nightly-estimate"], conv.estimate_statistics(verdicts["nightly-estimate"]),
+                  run_ids=[parent])
     tracking.finish_run(parent, outcome)
     return outcome
 
 
 def log_drift_night(tracking: Tracking, verdict: Verdict, *, run_ids: list[str]) -> None:
-    """Log a nightly drift verdict's statistics as one point of a series (`conv.drift_night`). They go to
-    `run_ids` and to the experiment's `drift-history` run, whose charts in the MLflow UI then draw every
+    """Log a nightly drift verdict's statistics as one point of a series (`log_night`)."""
+    log_night(tracking, verdict, conv.drift_statistics(verdict), run_ids=run_ids)
+
+
+def log_night(tracking: Tracking, verdict: Verdict, statistics: Mapping[str, float], *, run_ids: list[str]) -> None:
+    """Log a nightly verdict's `statistics` as one point of a series, at its night (`conv.drift_night`). They go
+    to `run_ids` and to the experiment's `drift-history` run, whose charts in the MLflow UI then draw every
     statistic across nights (each nightly run is its own run, and MLflow draws a line only within one run)."""
     from mlflow.entities import Metric
 
     timestamp, night = conv.drift_night(verdict)
-    metrics = [Metric(conv.metric_key(k), v, timestamp, night) for k, v in conv.drift_statistics(verdict).items()]
+    metrics = [Metric(conv.metric_key(k), v, timestamp, night) for k, v in statistics.items()]
     client = tracking.client
     with tracking.mapped("log the night's drift statistics"):
         # the oldest: two first nights at the same moment may each create one; later nights then share one

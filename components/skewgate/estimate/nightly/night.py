@@ -112,7 +112,10 @@ def night_in_run(step_run: StepRun | None, registry: NightlyRegistry, *, model_n
         HISTORY_TAG: history_tag(nights)})
     publish(step_run, tables={"estimate_nights.json": nights},
             outputs=[(history_plot, HISTORY_PLOT, lambda path: nights_plot(nights, model_name, path))])
-    details: dict[str, Any] = {**verdict.details, "model_version": found.version, "run_date": date,
+    # the night this snapshot was first estimated: labels that arrive later chart at that night, beside its estimate
+    snapshot = _snapshot(verdict)
+    night = next((str(n["date"]) for n in nights if n.get("snapshot") == snapshot), date)
+    details: dict[str, Any] = {**verdict.details, "model_version": found.version, "run_date": night,
                                "nights": nights}
     if options.pushgateway_url:
         details["pushgateway"] = push(verdict, gateway=options.pushgateway_url, model=model_name)
@@ -146,7 +149,7 @@ def history_with(nights: list[dict[str, Any]], verdict: Verdict, *, date: str, k
     """`nights` with tonight's entry (keyed by the snapshot's SHA-256: a snapshot run again, with its labels,
     replaces its entry and keeps its first date), the last `keep`, fitting `TAG_LIMIT`."""
     row = verdict.details["table"][0]  # accuracy
-    snapshot = verdict.subject.data["current"][:16] if verdict.subject else ""
+    snapshot = _snapshot(verdict)
     entry: dict[str, Any] = {"date": date, "snapshot": snapshot, "status": verdict.status,
                              "reference": round(row["reference"], 4)}
     if "estimated" in row:
@@ -162,6 +165,10 @@ def history_with(nights: list[dict[str, Any]], verdict: Verdict, *, date: str, k
     while len(history_tag(kept)) > TAG_LIMIT:
         kept = kept[1:]
     return kept
+
+
+def _snapshot(verdict: Verdict) -> str:
+    return verdict.subject.data["current"][:16] if verdict.subject else ""
 
 
 def history_tag(nights: list[dict[str, Any]]) -> str:
