@@ -58,6 +58,25 @@ class ChampionReader(Protocol):
     def download(self, artifact_uri: str, directory: Path) -> Path: ...
 
 
+def check_tagged_file(path: str | Path, champion: Champion, *, sha_tag: str) -> Path:
+    """`path`, which must be the file whose SHA-256 the version carries in `sha_tag` (nothing downloaded from the
+    registry is trusted without it); an `InputError` naming the file and the tag otherwise."""
+    from skewgate.common.errors import InputError
+    from skewgate.common.io import sha256_file
+
+    expected, actual = champion.tags.get(sha_tag), sha256_file(path)
+    if actual != expected:
+        raise InputError(path, field=sha_tag, expected=expected or "(none)", found=actual)
+    return Path(path)
+
+
+def download_tagged(reader: ChampionReader, champion: Champion, *, uri_tag: str, sha_tag: str,
+                    directory: Path) -> Path:
+    """The artifact the version's `uri_tag` names (a step's profile), downloaded into `directory` and checked
+    against its `sha_tag` (`check_tagged_file`). The caller has checked that `uri_tag` is there."""
+    return check_tagged_file(reader.download(champion.tags[uri_tag], directory), champion, sha_tag=sha_tag)
+
+
 class Registry(Protocol):
     """What promote needs of a model registry (MLflow's in production, an in-memory fake in unit tests)."""
 

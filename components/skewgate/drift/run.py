@@ -25,7 +25,7 @@ from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import BackendError, InputError
 from skewgate.common.io import sha256_file
 from skewgate.common.recording import StepResult, TrackingOptions, evaluate_and_record
-from skewgate.common.registry import Champion, ChampionReader
+from skewgate.common.registry import Champion, ChampionReader, check_tagged_file, download_tagged
 from skewgate.common.steps import DEFAULT_ALIAS
 from skewgate.common.verdict import Verdict
 from skewgate.drift.stats.categories import MIN_EXPECTED, SELECTION_SHARE
@@ -231,15 +231,11 @@ def champion(registry: ChampionReader, *, model_name: str, alias: str) -> Champi
 
 def _check_profile(path: str | Path, found: Champion) -> None:
     """The profile file must be the one whose SHA-256 is tagged on the version."""
-    expected, actual = found.tags.get(PROFILE_SHA_TAG), sha256_file(path)
-    if actual != expected:
-        raise InputError(path, field=PROFILE_SHA_TAG, expected=expected or "(none)", found=actual)
+    check_tagged_file(path, found, sha_tag=PROFILE_SHA_TAG)
 
 
 def _download_profile(registry: ChampionReader, found: Champion, directory: Path) -> Path:
-    path = registry.download(found.tags[PROFILE_URI_TAG], directory)
-    _check_profile(path, found)
-    return path
+    return download_tagged(registry, found, uri_tag=PROFILE_URI_TAG, sha_tag=PROFILE_SHA_TAG, directory=directory)
 
 
 def fetch_profile(registry: ChampionReader, *, model_name: str, alias: str, directory: Path) -> tuple[str, Path]:

@@ -26,10 +26,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import BackendError, InputError
-from skewgate.common.io import sha256_file
 from skewgate.common.publishing import publish, pyplot
 from skewgate.common.recording import StepResult, TrackingOptions, evaluate_and_record
-from skewgate.common.registry import ChampionReader
+from skewgate.common.registry import ChampionReader, download_tagged
 from skewgate.common.steps import DEFAULT_ALIAS
 from skewgate.common.verdict import Verdict
 from skewgate.estimate.core import EstimateOptions
@@ -99,11 +98,8 @@ def night_in_run(step_run: StepRun | None, registry: NightlyRegistry, *, model_n
                              "recorded at promotion (the gate's `skewgate estimate --profile-out`, tracked)",
                              found="no such tag")
         onnx, _ = conv.find_by_digest(found.files(), found.tags, found.uri)
-        profile = registry.download(found.tags[conv.ESTIMATE_PROFILE_URI_TAG], Path(tmp))
-        expected, actual = found.tags.get(conv.ESTIMATE_PROFILE_SHA_TAG), sha256_file(profile)
-        if actual != expected:
-            raise InputError(profile.name, field=conv.ESTIMATE_PROFILE_SHA_TAG, expected=expected or "(none)",
-                             found=actual)
+        profile = download_tagged(registry, found, uri_tag=conv.ESTIMATE_PROFILE_URI_TAG,
+                                  sha_tag=conv.ESTIMATE_PROFILE_SHA_TAG, directory=Path(tmp))
         verdict = estimate_in_run(step_run, onnx=onnx, current=current, profile=profile, current_labels=labels,
                                   options=options.estimate, plot=plot)
     nights = history_with(history_of(found.tags), verdict, date=date, keep=options.history_nights)
