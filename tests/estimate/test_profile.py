@@ -115,6 +115,31 @@ def test_damaged_profile_arrays_are_refused_naming_them(profiled, tmp_path, arra
         load_profile(_rewrite(profiled[1], tmp_path / "bad.profile", **arrays(found)))
 
 
+@pytest.mark.parametrize(("resamples", "folds", "message"), [
+    pytest.param(99, 5, r"header.resamples: expected at least 100 bootstrap calibrations, found 99", id="resamples-99"),
+    pytest.param(100, 1, r"header.folds: expected folds ≥ 2", id="folds-1"),
+])
+def test_a_profile_fit_with_settings_no_estimate_accepts_is_refused(files, profiled, tmp_path, resamples, folds,
+                                                                    message):
+    """A well-formed profile whose fit is thinner than any command line may ask for (its interval would be too
+    narrow) is refused as options are; 100 resamples and 2 folds, the least accepted, are estimated from."""
+    with np.load(profiled[1]) as archive:
+        arrays = {k: archive[k] for k in archive.files}
+    offsets = arrays["offsets"][:resamples + 2]  # the full fit and `resamples` resamples (binary: one map each)
+
+    def settings(header):
+        header.update(resamples=resamples, folds=folds)
+
+    path = _rewrite(profiled[1], tmp_path / "thin.profile", header=settings, offsets=offsets,
+                    knots=arrays["knots"][:offsets[-1]], values=arrays["values"][:offsets[-1]])
+    with pytest.raises(InputError, match=message):
+        estimate(onnx=files["model"], profile=path, current=files["boundary"], options=OPTIONS)
+    least = _rewrite(profiled[1], tmp_path / "least.profile", header=lambda h: h.update(resamples=100, folds=2),
+                     offsets=arrays["offsets"][:102], knots=arrays["knots"][:arrays["offsets"][101]],
+                     values=arrays["values"][:arrays["offsets"][101]])
+    assert estimate(onnx=files["model"], profile=least, current=files["boundary"], options=OPTIONS).status == "fail"
+
+
 def test_a_file_that_is_no_profile_is_refused_naming_it(files):
     with pytest.raises(InputError, match=r"reference.npz: expected a skewgate estimate profile"):
         load_profile(files["reference"])

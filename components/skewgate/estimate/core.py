@@ -124,6 +124,10 @@ def estimate(*, onnx: str | Path, current: str | Path, options: EstimateOptions,
             raise InputError(profile, field="model_sha256", expected=f"{scorer.sha256} (the SHA-256 of {onnx}: a "
                              "profile calibrates one model's scores)", found=fit.model_sha256)
         options = replace(options, resamples=fit.resamples, seed=fit.seed, folds=fit.folds)
+        try:  # a profile's settings are held to what options from the command line would be
+            options.check()
+        except InputError as err:
+            raise InputError(profile, field=f"header.{err.source}", expected=err.expected, found=err.found) from err
         data = {"profile": sha256_file(profile)}
     else:
         assert reference is not None
