@@ -105,6 +105,20 @@ def test_labels_arriving_for_a_past_night_join_its_entry_and_the_history_keeps_t
     assert [n["date"] for n in limited.details["nights"]] == ["2026-12-04", "2026-12-06"]
 
 
+def test_the_history_tag_keeps_the_newest_nights_that_fit_mlflows_tag_limit():
+    from skewgate.common.verdict import Check, Subject, Verdict
+    from skewgate.estimate.nightly.night import TAG_LIMIT, history_tag, history_with
+
+    row = {"metric": "accuracy", "reference": 0.9, "estimated": 0.85, "low": 0.83, "high": 0.87}
+    tonight = Verdict.from_checks("estimate", [Check("performance.estimated_drop", passed=True)],
+                                  subject=Subject("m", "0" * 64, data={"current": "f" * 64}), details={"table": [row]})
+    past = [{"date": f"2026-10-{i:03d}", "snapshot": f"{i:016x}", "status": "pass", "reference": 0.9,
+             "estimated": 0.85, "low": 0.83, "high": 0.87} for i in range(100)]
+    kept = history_with(past, tonight, date="2026-12-01", keep=1000)
+    assert len(history_tag(kept)) <= TAG_LIMIT < len(history_tag([past[-len(kept)], *kept]))  # one more: too long
+    assert kept[-1]["snapshot"] == "f" * 16 and kept[0] == past[-(len(kept) - 1)]  # the oldest went first
+
+
 def test_a_history_tag_someone_overwrote_starts_a_new_history(registry, files):
     registry.tags[HISTORY_TAG] = "not json"
     _night(registry, files, "ignored", date="2026-12-01")
@@ -124,6 +138,19 @@ def test_a_champion_whose_tags_do_not_hold_is_an_error_naming_the_tag(registry, 
     with pytest.raises(InputError, match=message):
         _night(registry, files, "ignored", date="2026-12-01")
     assert NIGHTLY_TAG not in registry.tags  # nothing is tagged on a night that could not be estimated
+
+
+@pytest.mark.parametrize(("labels", "message"), [
+    pytest.param(np.zeros(3999, dtype=np.int64), "expected one label per current sample: 4000", id="one-short"),
+    pytest.param(np.zeros(4000), "integer class labels", id="float-labels"),
+    pytest.param(np.full(4000, 2), r"class indices in \[0, 2\)", id="a-third-class"),
+])
+def test_snapshot_labels_that_do_not_fit_are_an_error_and_nothing_is_tagged(registry, files, tmp_path, labels,
+                                                                            message):
+    np.save(tmp_path / "labels.npy", labels)
+    with pytest.raises(InputError, match=message):
+        _night(registry, files, "boundary", date="2026-12-01", labels=tmp_path / "labels.npy")
+    assert NIGHTLY_TAG not in registry.tags
 
 
 def test_an_alias_that_points_nowhere_is_an_error_naming_it(registry, files):
