@@ -86,16 +86,20 @@ def binary_model(path: Path) -> Path:
 
 def known_truth_files(d: Path) -> dict[str, Any]:
     """In `d`: the binary model, a labelled reference of 4000 samples, and current data sets (boundary, ignored,
-    mild, wide) with the accuracy their true labels realise (`<name>_realised`)."""
+    mild, wide, and scaled: reference-like data a serving bug multiplied by 16) with the accuracy their true labels
+    realise (`<name>_realised`)."""
     rng = np.random.default_rng(0)
     found: dict[str, Any] = {"model": binary_model(d / "binary.onnx"), "dir": d}
     x, _, labels = binary(rng, 4000, REFERENCE)
     np.savez(d / "reference.npz", x=x, labels=labels)
     found["reference"] = d / "reference.npz"
-    for name, shift, n in [("boundary", INTO_THE_BOUNDARY, 4000), ("ignored", IGNORED_FEATURE, 4000),
-                           ("mild", Shift(spread=1.0), 1000), ("wide", Shift(spread=3.0), 4000)]:
-        x, logits, labels = binary(rng, n, shift)
+    for name, shift, n, scale in [("boundary", INTO_THE_BOUNDARY, 4000, 1), ("ignored", IGNORED_FEATURE, 4000, 1),
+                                  ("mild", Shift(spread=1.0), 1000, 1), ("wide", Shift(spread=3.0), 4000, 1),
+                                  ("scaled", REFERENCE, 4000, 16)]:
+        x, _, labels = binary(rng, n, shift)
+        x = x * np.float32(scale)
         np.savez(d / f"{name}.npz", x=x)
         found[name] = d / f"{name}.npz"
-        found[f"{name}_realised"] = float(np.mean(logits.argmax(axis=1) == labels))
+        predicted = (MODEL_SLOPE * x[:, 0] + MODEL_BIAS > 0).astype(np.int64)  # what the model sees
+        found[f"{name}_realised"] = float(np.mean(predicted == labels))
     return found

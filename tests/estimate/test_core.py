@@ -60,6 +60,28 @@ def test_current_scores_outside_the_reference_range_warn_at_the_limit(files):
     assert _run(files, "wide", max_extrapolated=share * 1.05).status == "pass"
 
 
+def test_data_mostly_outside_the_calibrated_range_is_not_judged_and_never_passes(files):
+    """A serving bug multiplied the inputs by 16: the model still ranks well, but nearly every score lies beyond
+    what the reference calibrated, where the calibration holds its edge value; the estimate is far from what the
+    labels realise, so the drop cannot pass."""
+    verdict = _run(files, "scaled")
+    details, check = verdict.details, _check(verdict, "performance.estimated_drop")
+    assert details["extrapolated_share"] > 0.5
+    assert details["estimated_accuracy"] - files["scaled_realised"] > 0.05  # the estimate is not evidence here
+    assert verdict.status == "fail" and check.passed is False and check.severity == "fail"
+    assert check.detail.startswith(f"not judged: {details['extrapolated_share']:.2%} of current samples")
+
+
+def test_max_extrapolated_judged_decides_just_inside_and_just_outside(files):
+    share = _run(files, "wide").details["extrapolated_share"]
+    assert 0.02 < share < OPTIONS.max_extrapolated_judged  # judged by default: wider, not out of range
+    for judged, passed in [(share * 0.95, False), (share * 1.05, True)]:
+        verdict = _run(files, "wide", max_extrapolated=0.0, max_extrapolated_judged=judged)
+        check = _check(verdict, "performance.estimated_drop")
+        assert (check.passed, check.detail.startswith("not judged")) == (passed, not passed), judged
+        assert verdict.status == ("warn" if passed else "fail")
+
+
 def test_a_softmax_output_gives_the_estimate_its_logits_give(tmp_path):
     """The graph says whether the output is probabilities: read as logits, a Softmax's output would be squashed
     by a second softmax and calibrated on other scores."""
@@ -175,6 +197,8 @@ def test_nan_scores_on_the_reference_are_an_error_naming_it(files, tmp_path):
     pytest.param({"confidence": 1.0}, r"a level in \[0.5, 1\)", id="confidence"),
     pytest.param({"metric": "auc"}, "one of", id="metric"),
     pytest.param({"output": "probs"}, r"one of the outputs \['logits'\]", id="output"),
+    pytest.param({"max_extrapolated": 0.3}, "max_extrapolated ≤ max_extrapolated_judged", id="warn-above-fail"),
+    pytest.param({"max_extrapolated_judged": 1.5}, "max_extrapolated_judged ≤ 1", id="judged-above-one"),
 ])
 def test_options_no_estimate_can_be_made_with_are_errors(files, change, message):
     from skewgate.common.errors import InputError

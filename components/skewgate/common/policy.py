@@ -170,7 +170,8 @@ DEFAULT_BOUNDS: tuple[Bound, ...] = (
     *_bounds("preprocess", {"tolerance": ("equals", None), "array": ANY}),
     *_bounds("estimate", {"max_drop": ("at_most", 0.02), "confidence": ("at_most", 0.95),
                           "resamples": ("at_least", 200), "seed": ("equals", 0),
-                          "max_extrapolated": ("at_most", 0.05), "output": ("equals", None),
+                          "max_extrapolated": ("at_most", 0.05), "max_extrapolated_judged": ("at_most", 0.25),
+                          "output": ("equals", None),
                           # what is estimated and from which data; folds and batches shape the report, not the
                           # judgement
                           "metric": ANY, "labels_key": ANY, "features": ANY, "folds": ANY, "batch_rows": ANY}),

@@ -63,6 +63,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--max-extrapolated", type=float, default=_DEFAULTS.max_extrapolated,
                         help="warn when more current samples than this share score outside the reference's range "
                              f"(default: {_DEFAULTS.max_extrapolated})")
+    parser.add_argument("--max-extrapolated-judged", type=float, default=_DEFAULTS.max_extrapolated_judged,
+                        help="beyond this share outside the reference's range the drop is not judged, and fails "
+                             f"(default: {_DEFAULTS.max_extrapolated_judged})")
     parser.add_argument("--batch-rows", type=int, default=_DEFAULTS.batch_rows,
                         help=f"samples per model run and table batch (default: {_DEFAULTS.batch_rows})")
     parser.add_argument("--plot", type=Path, help="write the reliability plot (PNG) here")
@@ -78,6 +81,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     args = parser.parse_args(argv)
     options = EstimateOptions(metric=args.metric, max_drop=args.max_drop, confidence=args.confidence,
                               resamples=args.resamples, seed=args.seed, max_extrapolated=args.max_extrapolated,
+                              max_extrapolated_judged=args.max_extrapolated_judged,
                               output=args.output, labels_key=args.labels_key,
                               features=tuple(f.strip() for f in args.features.split(",") if f.strip()),
                               batch_rows=args.batch_rows)

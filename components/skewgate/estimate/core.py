@@ -54,6 +54,8 @@ class EstimateOptions:
     seed: int = 0
     folds: int = 5  # of the out-of-fold reliability (ECE) on the reference
     max_extrapolated: float = 0.05  # share of current samples scored outside the reference's range (a warning)
+    # beyond this share the drop is not judged (it fails): the estimate is then mostly the calibration's edge value
+    max_extrapolated_judged: float = 0.25
     output: str | None = None  # graph output holding the scores (default: the first)
     labels_key: str = "labels"  # the reference's array (or column) of labels, unless a labels .npy is given
     features: tuple[str, ...] = ()  # Parquet/CSV columns that are the model's input, in order
@@ -67,9 +69,12 @@ class EstimateOptions:
             raise InputError("confidence", expected="a level in [0.5, 1)", found=str(self.confidence))
         if self.resamples < 100:
             raise InputError("resamples", expected="at least 100 bootstrap calibrations", found=str(self.resamples))
-        if not 0 <= self.max_drop < 1 or not 0 <= self.max_extrapolated <= 1:
-            raise InputError("max_drop" if not 0 <= self.max_drop < 1 else "max_extrapolated",
-                             expected="a share in [0, 1)", found=f"{self.max_drop}, {self.max_extrapolated}")
+        if not 0 <= self.max_drop < 1:
+            raise InputError("max_drop", expected="a share in [0, 1)", found=str(self.max_drop))
+        if not 0 <= self.max_extrapolated <= self.max_extrapolated_judged <= 1:
+            raise InputError("max_extrapolated/max_extrapolated_judged", expected="shares with 0 ≤ max_extrapolated "
+                             "≤ max_extrapolated_judged ≤ 1",
+                             found=f"{self.max_extrapolated}, {self.max_extrapolated_judged}")
         if self.folds < 2 or self.batch_rows < 1:
             raise InputError("folds" if self.folds < 2 else "batch_rows", expected="folds ≥ 2 and batch_rows ≥ 1",
                              found=f"folds {self.folds}, batch_rows {self.batch_rows}")
@@ -203,7 +208,7 @@ def judge(scorer: Scorer, fit: ReferenceFit, *, current: str | Path, options: Es
     judged = next(row for row in table if row["metric"] == options.metric)
     checks = [_finite(non_finite, tally.samples + non_finite)]
     if tally.samples:
-        checks += [_drop(judged, options), _extrapolation(share, options.max_extrapolated)]
+        checks += [_drop(judged, options, extrapolated=share), _extrapolation(share, options.max_extrapolated)]
     accuracy = table[0]
     details = EstimateDetails(
         metric=options.metric, reference_samples=fit.samples, current_samples=tally.samples + non_finite,
@@ -267,14 +272,22 @@ def _finite(bad: int, total: int) -> Check:
                  else f"all {total} current samples have finite scores")
 
 
-def _drop(row: dict[str, Any], options: EstimateOptions) -> Check:
+def _drop(row: dict[str, Any], options: EstimateOptions, *, extrapolated: float) -> Check:
     """Fails when even the interval's top lies more than `max_drop` below the reference; warns when only its
-    bottom does. The value is the smallest drop the interval admits (what failing needs to exceed)."""
+    bottom does. The value is the smallest drop the interval admits (what failing needs to exceed). Not judged
+    (a failure) when more than `max_extrapolated_judged` of the samples lie outside the calibrated range: there
+    every sample gets the calibration's edge value whatever its label would be, so the interval says nothing
+    (data read ×16 by a serving bug scores 0.99 while its labels realise 0.82)."""
     metric, reference, low, high = row["metric"], row["reference"], row["low"], row["high"]
     line = reference - options.max_drop
     smallest, largest = reference - high, reference - low
     text = (f"estimated {metric} {row['estimated']:.4f}, {options.confidence:.0%} interval [{low:.4f}, {high:.4f}], "
             f"reference {reference:.4f}: ")
+    if extrapolated > options.max_extrapolated_judged:
+        return Check("performance.estimated_drop", passed=False, value=smallest, limit=options.max_drop,
+                     detail=f"not judged: {extrapolated:.2%} of current samples score outside the range the "
+                            f"reference calibrated (at most {options.max_extrapolated_judged:.2%} can be judged); "
+                            + text.rstrip(": ") + " rests on the calibration's edge values, not on evidence")
     if smallest > options.max_drop:
         return Check("performance.estimated_drop", passed=False, value=smallest, limit=options.max_drop,
                      detail=text + f"the whole interval lies more than {options.max_drop:.4g} below the reference")
