@@ -9,9 +9,6 @@ arrays, not logs).
 
 from __future__ import annotations
 
-import glob
-import hashlib
-import os
 from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from skewgate.common.errors import InputError
-from skewgate.common.io import load_npz, sha256_file
+from skewgate.common.io import load_npz
+from skewgate.common.snapshot import fs_path, relative_name, resolve, root_of, snapshot_sha256
 from skewgate.drift.stats.periods import Period, PeriodRows, labels
 
 if TYPE_CHECKING:
@@ -112,7 +110,7 @@ class Source:
         import pyarrow.csv as pacsv
         import pyarrow.dataset as ds
 
-        filesystem, paths, partitioning = _resolve(location, files)
+        filesystem, paths, partitioning = resolve(location, files)
         suffixes = {Path(p).suffix.lower() for p in paths}
         formats = {TABLE_SUFFIXES.get(s) for s in suffixes}
         if len(formats) != 1 or None in formats:
@@ -126,7 +124,7 @@ class Source:
         def make(schema: pa.Schema | None = None) -> ds.Dataset:
             if partitioning:  # a directory: let pyarrow discover it, parsing `key=value/` folders
                 root = location.split("://", 1)[1] if "://" in location else location
-                return ds.dataset(_fs_path(root, filesystem), format=file_format, filesystem=filesystem,
+                return ds.dataset(fs_path(root, filesystem), format=file_format, filesystem=filesystem,
                                   partitioning="hive", schema=schema)
             return ds.dataset(list(paths), format=file_format, filesystem=filesystem, schema=schema)
 
@@ -204,7 +202,7 @@ class Source:
         if self.rows_of is not None:
             columns.append(self.rows_of.column)
         for fragment in self._dataset.get_fragments():
-            origin = _relative(fragment.path, _root(self.location))
+            origin = relative_name(fragment.path, root_of(self.location))
             for record in self._records(fragment, columns, batch_rows):
                 if self.rows_of is not None:
                     rows_of = self.rows_of
@@ -266,19 +264,7 @@ class Source:
     # ---- identity
     def sha256(self) -> str:
         """A single file's SHA-256; for several files, the SHA-256 of their names and SHA-256s."""
-        if self._filesystem is None and len(self.files) == 1:
-            return sha256_file(self.files[0])
-        lines = [f"{_relative(f, _root(self.location))}\0{self._file_sha256(f)}\n" for f in sorted(self.files)]
-        return hashlib.sha256("".join(lines).encode()).hexdigest()
-
-    def _file_sha256(self, path: str) -> str:
-        if self._filesystem is None:
-            return sha256_file(path)
-        digest = hashlib.sha256()
-        with self._filesystem.open_input_stream(path) as handle:
-            while chunk := handle.read(1 << 20):
-                digest.update(chunk)
-        return digest.hexdigest()
+        return snapshot_sha256(self.location, self.files, self._filesystem)
 
     def __repr__(self) -> str:
         return f"Source({self.location!r}, {len(self.files)} files)"
@@ -372,70 +358,3 @@ def _is_numeric(arrow_type: pa.DataType) -> bool:
     import pyarrow as pa
 
     return bool(pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type))
-
-
-def _resolve(location: str, files: Sequence[str]) -> tuple[pafs.FileSystem | None, list[str], bool]:
-    """(filesystem or None for local, the files, whether the location is a directory to read as Hive)."""
-    if "://" in location:
-        filesystem, root = _filesystem(location)
-        import pyarrow.fs as pafs
-
-        info = filesystem.get_file_info(root)
-        if info.type == pafs.FileType.NotFound:
-            raise InputError(location, expected="a Parquet/CSV file, directory or glob", found="no such path")
-        if files:
-            return filesystem, list(files), False
-        if info.type == pafs.FileType.Directory:
-            listed = filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
-            return filesystem, sorted(i.path for i in listed if i.type == pafs.FileType.File
-                                      and not Path(i.path).name.startswith(("_", "."))), True
-        return filesystem, [root], False
-    if files:
-        return None, list(files), False
-    path = Path(location)
-    if any(ch in location for ch in "*?["):
-        matched = sorted(p for p in glob.glob(location, recursive=True) if Path(p).is_file())
-        if not matched:
-            raise InputError(location, expected="a glob matching Parquet/CSV files", found="no match")
-        return None, matched, False
-    if path.is_dir():
-        found = sorted(str(p) for p in path.rglob("*") if p.is_file() and not p.name.startswith(("_", ".")))
-        if not found:
-            raise InputError(location, expected="a directory with Parquet/CSV files", found="no files")
-        return None, found, True
-    if not path.is_file():
-        raise InputError(location, expected="a Parquet/CSV file, directory, glob or .npz", found="no such file")
-    return None, [str(path)], False
-
-
-def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    import pyarrow as pa
-    import pyarrow.fs as pafs
-
-    if uri.startswith("s3://") and os.environ.get("AWS_ENDPOINT_URL"):
-        endpoint = os.environ["AWS_ENDPOINT_URL"]
-        scheme, _, host = endpoint.partition("://")
-        filesystem = pafs.S3FileSystem(endpoint_override=host or scheme, scheme=scheme if host else "https",
-                                       region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
-        return filesystem, uri[len("s3://"):]
-    try:
-        return pafs.FileSystem.from_uri(uri)
-    except (pa.ArrowException, OSError) as err:  # ArrowInvalid: unknown scheme; OSError: no host, no credentials
-        raise InputError(uri, expected="a URI pyarrow can open (s3://, gs://, hdfs://, file://)",
-                         found=f"{type(err).__name__}: {err}") from err
-
-
-def _root(location: str) -> str:
-    """The folder that file names are relative to: a directory itself, a glob's part before its wildcards."""
-    wildcard = min((location.find(ch) for ch in "*?[" if ch in location), default=-1)
-    return location if wildcard < 0 else location[:wildcard].rsplit("/", 1)[0]
-
-
-def _fs_path(root: str, filesystem: pafs.FileSystem | None) -> str:
-    return root.rstrip("/") if filesystem is not None else str(Path(root))
-
-
-def _relative(path: str, location: str) -> str:
-    root = location.split("://")[-1].rstrip("/")
-    root = root if "://" in location else str(Path(root))
-    return path[len(root) + 1:] if path.startswith(root + "/") else Path(path).name
