@@ -21,6 +21,7 @@ from skewgate.common.io import sha256_file
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
 
+TABLE_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 
 def snapshot_sha256(location: str, files: Sequence[str], filesystem: pafs.FileSystem | None = None) -> str:
     """A single local file's SHA-256; for several files (or any on an object store), the SHA-256 of their names,

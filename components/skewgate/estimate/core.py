@@ -12,6 +12,7 @@ and warns when current scores lie outside what the reference calibrated (there t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, get_args
@@ -33,6 +34,7 @@ from skewgate.estimate.method.confusion import (
     metric_of,
     reliability,
 )
+from skewgate.estimate.method.partial import CurrentTally, merge_partials, save_partial
 from skewgate.estimate.method.profile import ReferenceFit, load_profile, save_profile
 
 STEP = "estimate"
@@ -108,42 +110,89 @@ class EstimateDetails:
 
 def estimate(*, onnx: str | Path, current: str | Path, options: EstimateOptions, reference: str | Path | None = None,
              labels: str | Path | None = None, profile: str | Path | None = None,
-             profile_out: str | Path | None = None, current_labels: str | Path | None = None) -> Verdict:
+             profile_out: str | Path | None = None, current_labels: str | Path | None = None,
+             partials: Sequence[str | Path] = ()) -> Verdict:
     """Estimate `options.metric` of `onnx` on `current` and judge the drop, from its calibration on `reference`
     (labels from `labels`, or the reference's `options.labels_key` array or column) or from an estimate `profile`
     of this model (no labels needed; its fit settings replace `options`' in what the verdict records). With
     `profile_out`, the fit is saved there as a profile. With `current_labels` (they arrived for a past night), the
-    metrics they realise stand beside the estimates: the estimator's track record. The verdict is judged with the
-    settings in force."""
+    metrics they realise stand beside the estimates: the estimator's track record. With `partials` (a profile's
+    estimate only), the shards' counts (`tally_shard`) stand for reading `current`, whose files they must cover
+    once each. The verdict is judged with the settings in force."""
     options.check()
     if (reference is None) == (profile is None):
         raise InputError("reference/profile", expected="exactly one: labelled reference data or an estimate "
                          "profile", found="both" if reference is not None else "neither")
+    tallied = None
     if profile is not None:
-        fit = load_profile(profile)
-        if options.output not in (None, fit.output):
-            raise InputError(profile, field="output", expected=f"the output the profile calibrated "
-                             f"({fit.output!r})", found=repr(options.output))
-        scorer = Scorer.load(onnx, fit.output)
-        if fit.model_sha256 != scorer.sha256:
-            raise InputError(profile, field="model_sha256", expected=f"{scorer.sha256} (the SHA-256 of {onnx}: a "
-                             "profile calibrates one model's scores)", found=fit.model_sha256)
-        options = replace(options, resamples=fit.resamples, seed=fit.seed, folds=fit.folds)
-        try:  # a profile's settings are held to what options from the command line would be
-            options.check()
-        except InputError as err:
-            raise InputError(profile, field=f"header.{err.source}", expected=err.expected, found=err.found) from err
+        scorer, fit, options = _from_profile(onnx, profile, options)
         data = {"profile": sha256_file(profile)}
+        if partials:
+            tallied = _merged(scorer, fit, partials, current=current, options=options, profile_sha256=data["profile"],
+                              labelled=current_labels is not None)
     else:
         assert reference is not None
+        if partials:
+            raise InputError("partials", expected="shards tallied under an estimate profile", found="a reference")
         scorer = Scorer.load(onnx, options.output)
         fit = fit_reference(scorer, reference=reference, labels=labels, options=options)
         data = dict(fit.data)
     if profile_out is not None:
         save_profile(fit, profile_out)
     return judge(scorer, fit, current=current, options=options, data=data, current_labels=current_labels,
-                 profile={"sha256": data["profile"], "fit_on": fit.data} if profile is not None else None
-                 ).judged_with(options)
+                 profile={"sha256": data["profile"], "fit_on": fit.data} if profile is not None else None,
+                 tallied=tallied).judged_with(options)
+
+
+def tally_shard(*, onnx: str | Path, profile: str | Path, current: str | Path, shard: int, shards: int,
+                options: EstimateOptions, out: str | Path) -> Path:
+    """Shard `shard` of `shards` of the nightly fan-out: the counts of files `shard`, `shard + shards`, … of the
+    `current` snapshot under `profile`, saved at `out` for `estimate(partials=…)`."""
+    if not 0 <= shard < shards:
+        raise InputError("shard", expected=f"an index in [0, {shards})", found=str(shard))
+    options.check()
+    scorer, fit, options = _from_profile(onnx, profile, options)
+    files = scorer.inputs(current, features=options.features, batch_rows=options.batch_rows).listed()[1]
+    mine = files[shard::shards]
+    tallied = (tally_current(scorer, fit, current=current, options=options, files=mine) if mine
+               else CurrentTally(Tally(fit.calibration, fit.resampled, seed=fit.seed)))
+    return save_partial(tallied, out, model_sha256=scorer.sha256, profile_sha256=sha256_file(profile),
+                        files=len(mine))
+
+
+def _from_profile(onnx: str | Path, profile: str | Path,
+                  options: EstimateOptions) -> tuple[Scorer, ReferenceFit, EstimateOptions]:
+    """The model's scorer and the profile's fit, checked to belong together; the options with the fit's
+    settings, held to what options from the command line would be."""
+    fit = load_profile(profile)
+    if options.output not in (None, fit.output):
+        raise InputError(profile, field="output", expected=f"the output the profile calibrated "
+                         f"({fit.output!r})", found=repr(options.output))
+    scorer = Scorer.load(onnx, fit.output)
+    if fit.model_sha256 != scorer.sha256:
+        raise InputError(profile, field="model_sha256", expected=f"{scorer.sha256} (the SHA-256 of {onnx}: a "
+                         "profile calibrates one model's scores)", found=fit.model_sha256)
+    options = replace(options, resamples=fit.resamples, seed=fit.seed, folds=fit.folds)
+    try:
+        options.check()
+    except InputError as err:
+        raise InputError(profile, field=f"header.{err.source}", expected=err.expected, found=err.found) from err
+    return scorer, fit, options
+
+
+def _merged(scorer: Scorer, fit: ReferenceFit, partials: Sequence[str | Path], *, current: str | Path,
+            options: EstimateOptions, profile_sha256: str, labelled: bool) -> CurrentTally:
+    """The shards' counts added up, once it is sure they read every file of `current` once."""
+    if labelled:
+        raise InputError("current_labels", expected="labels beside one pass over the snapshot (each sample's "
+                         "prediction is needed)", found="labels with shards' partials")
+    tallied, read = merge_partials(partials, CurrentTally(Tally(fit.calibration, fit.resampled, seed=fit.seed)),
+                                   model_sha256=scorer.sha256, profile_sha256=profile_sha256)
+    files = len(scorer.inputs(current, features=options.features, batch_rows=options.batch_rows).listed()[1])
+    if read != files:
+        raise InputError("partials", expected=f"shards that read the {files} files of {current} once",
+                         found=f"{len(partials)} partials that read {read} files")
+    return tallied
 
 
 def fit_reference(scorer: Scorer, *, reference: str | Path, labels: str | Path | None,
@@ -151,7 +200,7 @@ def fit_reference(scorer: Scorer, *, reference: str | Path, labels: str | Path |
     """The calibration of `scorer`'s scores on the labelled `reference` and its resamples, the reference's
     realised metrics and the calibration's reliability (out of fold)."""
     inputs = scorer.inputs(reference, features=options.features, batch_rows=options.batch_rows)
-    scores = np.concatenate(list(scorer.scores(inputs)))
+    scores = np.concatenate([batch for _, batch in scorer.scores(inputs)])
     if not np.isfinite(scores).all():
         raise InputError(reference, expected="finite model scores on every reference sample (the calibration is "
                          "fit on them)", found=f"{int((~np.isfinite(scores)).any(axis=1).sum())} samples with "
@@ -172,38 +221,47 @@ def fit_reference(scorer: Scorer, *, reference: str | Path, labels: str | Path |
         reliability=reliability(out_of_fold, truth), unseen_classes=unseen_classes(truth, fitted.classes),
         resamples=options.resamples, seed=options.seed, folds=options.folds, model_sha256=scorer.sha256,
         output=scorer.output, normalised=scorer.normalised,
-        data={"reference": sha256_file(reference), **({"labels": labels_sha} if labels_sha else {})})
+        data={"reference": inputs.sha256(), **({"labels": labels_sha} if labels_sha else {})})
 
 
-def judge(scorer: Scorer, fit: ReferenceFit, *, current: str | Path, options: EstimateOptions,
-          data: dict[str, str], profile: dict[str, Any] | None = None,
-          current_labels: str | Path | None = None) -> Verdict:
-    """The estimate on `current` under `fit`, tallied batch by batch, and its checks; `data`: the digests of
-    what the reference side was read from (the verdict's subject adds the current data's); `profile`: the
-    profile's digest and what it was fit on, when the fit came from one; `current_labels`: each table row adds
-    the metric they realise (over the samples with finite scores, as the estimate) and whether the interval
-    covered it."""
-    tally = Tally(fit.calibration, fit.resampled, seed=fit.seed)
-    predicted: list[np.ndarray] = []  # per current sample, -1 where its scores are not finite (with labels only)
-    non_finite = extrapolated = 0
-    inputs = scorer.inputs(current, features=options.features, batch_rows=options.batch_rows)
-    for batch in scorer.scores(inputs):
+def tally_current(scorer: Scorer, fit: ReferenceFit, *, current: str | Path, options: EstimateOptions,
+                  files: Sequence[str] = (), predictions: bool = False) -> CurrentTally:
+    """The current data's scores under `fit`, batch by batch; `files`: only these of the snapshot's (a shard);
+    `predictions`: keep each sample's predicted class (for labels read beside the estimate)."""
+    tallied = CurrentTally(Tally(fit.calibration, fit.resampled, seed=fit.seed))
+    inputs = scorer.inputs(current, features=options.features, batch_rows=options.batch_rows, files=files)
+    for origin, batch in scorer.scores(inputs):
         if batch.shape[1] != fit.classes:
             raise InputError(scorer.path, field=scorer.output, expected=f"{fit.classes} classes (the reference's)",
                              found=f"{batch.shape[1]} on {current}")
         finite = np.isfinite(batch).all(axis=1)
-        if current_labels is not None:
-            predicted.append(np.where(finite, np.nan_to_num(batch).argmax(axis=1), -1))
-        non_finite += int((~finite).sum())
+        if predictions:
+            tallied.predicted.append(np.where(finite, np.nan_to_num(batch).argmax(axis=1), -1))
+        tallied.non_finite += int((~finite).sum())
         batch = batch[finite]
-        extrapolated += int(_outside(batch, fit.score_low, fit.score_high).sum())
-        tally.add(batch)
-    if tally.samples + non_finite == 0:
+        tallied.extrapolated += int(_outside(batch, fit.score_low, fit.score_high).sum())
+        tallied.tally.add(batch, origin=origin)
+    return tallied
+
+
+def judge(scorer: Scorer, fit: ReferenceFit, *, current: str | Path, options: EstimateOptions,
+          data: dict[str, str], profile: dict[str, Any] | None = None,
+          current_labels: str | Path | None = None, tallied: CurrentTally | None = None) -> Verdict:
+    """The estimate on `current` under `fit`, tallied batch by batch (or `tallied` already: the shards' merged
+    counts), and its checks; `data`: the digests of what the reference side was read from (the verdict's
+    subject adds the current data's); `profile`: the profile's digest and what it was fit on, when the fit came
+    from one; `current_labels`: each table row adds the metric they realise (over the samples with finite scores,
+    as the estimate) and whether the interval covered it."""
+    if tallied is None:
+        tallied = tally_current(scorer, fit, current=current, options=options,
+                                predictions=current_labels is not None)
+    tally, non_finite, extrapolated = tallied.tally, tallied.non_finite, tallied.extrapolated
+    if tallied.samples == 0:
         raise InputError(current, expected="at least one current sample", found="0 samples")
     table: list[dict[str, Any]] = [_row(m, fit.realised[m], tally, options.confidence) for m in METRICS]
     if current_labels is not None and tally.samples:
         data = {**data, "current_labels": sha256_file(current_labels)}
-        _add_realised(table, current_labels, np.concatenate(predicted), fit.classes)
+        _add_realised(table, current_labels, np.concatenate(tallied.predicted), fit.classes)
     share = extrapolated / tally.samples if tally.samples else 0.0
     judged = next(row for row in table if row["metric"] == options.metric)
     checks = [_finite(non_finite, tally.samples + non_finite)]
@@ -218,8 +276,8 @@ def judge(scorer: Scorer, fit: ReferenceFit, *, current: str | Path, options: Es
         uncalibrated_ece=fit.uncalibrated_ece, reference_out_of_fold_accuracy=fit.out_of_fold_accuracy,
         extrapolated_share=share, reliability=fit.reliability, current_confidence=tally.confidence_counts.tolist(),
         unseen_classes=fit.unseen_classes or None, profile=profile)
-    subject = Subject(artifact=str(scorer.path), sha256=scorer.sha256,
-                      data={**data, "current": sha256_file(current)})
+    current_sha = scorer.inputs(current, features=options.features, batch_rows=options.batch_rows).sha256()
+    subject = Subject(artifact=str(scorer.path), sha256=scorer.sha256, data={**data, "current": current_sha})
     return Verdict.from_checks(STEP, checks, subject=subject, details=details)
 
 

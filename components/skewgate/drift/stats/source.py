@@ -19,7 +19,7 @@ import numpy as np
 
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz
-from skewgate.common.snapshot import fs_path, relative_name, resolve, root_of, snapshot_sha256
+from skewgate.common.snapshot import TABLE_SUFFIXES, fs_path, relative_name, resolve, root_of, snapshot_sha256
 from skewgate.drift.stats.periods import Period, PeriodRows, labels
 
 if TYPE_CHECKING:
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
-TABLE_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 BATCH_ROWS = 65_536
 
 

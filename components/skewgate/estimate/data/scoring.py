@@ -41,10 +41,14 @@ class Scorer:
         normalised = any(chosen in n.output for n in model.graph.node if n.op_type in NORMALISING_OPS)
         return cls(path, sha256_file(path), chosen, normalised, onnx_input_specs(model), session(model))
 
-    def inputs(self, data: str | Path, *, features: Sequence[str], batch_rows: int) -> Inputs:
-        return Inputs(Path(data), self.specs, features, batch_rows)
+    def inputs(self, data: str | Path, *, features: Sequence[str], batch_rows: int,
+               files: Sequence[str] = ()) -> Inputs:
+        """`data` as this model's inputs; `files`: only these of a snapshot's files (a shard)."""
+        location = str(data) if "://" in str(data) else Path(data)  # Path would fold a URI's `//`
+        return Inputs(location, self.specs, features, batch_rows, files)
 
-    def scores(self, inputs: Inputs) -> Iterator[np.ndarray]:
-        for feeds in inputs.batches():
-            yield probabilities(run_by_name(self.runner, feeds)[self.output], normalised=self.normalised,
-                                source=f"{self.path} output `{self.output}`")
+    def scores(self, inputs: Inputs) -> Iterator[tuple[str, np.ndarray]]:
+        """(the file the batch comes from, as `Inputs.batches` names it; its scores per class)."""
+        for origin, feeds in inputs.batches():
+            yield origin, probabilities(run_by_name(self.runner, feeds)[self.output], normalised=self.normalised,
+                                        source=f"{self.path} output `{self.output}`")

@@ -11,6 +11,7 @@ confusion matrix is one draw; the interval is their percentiles. It assumes P(la
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Literal
 
@@ -43,20 +44,38 @@ def confusion_of(labels: np.ndarray, predicted: np.ndarray, classes: int) -> np.
 
 class Tally:
     """Confusion counts over batches of current scores: expected under `calibration`, and drawn under each of
-    `resampled`. Each resample draws from its own seeded stream in sample order, so the interval depends on the
-    data and the seed, not on how the data was cut into batches."""
+    `resampled`. Each resample draws from its own seeded stream in sample order, one stream per file of a
+    snapshot (keyed by the file's name), so the interval depends on the data and the seed, not on how the data
+    was cut into batches or the files into shards. Tallies of disjoint data `merge` into the tally of both."""
+
+    COUNTS = ("expected", "drawn", "confidence_counts")  # with `samples`: what a shard hands the merge
 
     def __init__(self, calibration: Calibration, resampled: Sequence[Calibration], *, seed: int) -> None:
-        self.calibration, self.resampled = calibration, tuple(resampled)
+        self.calibration, self.resampled, self.seed = calibration, tuple(resampled), seed
         classes = calibration.classes
         self.expected = np.zeros((classes, classes))
         self.drawn = np.zeros((len(self.resampled), classes, classes), dtype=np.int64)
         self.confidence_counts = np.zeros(ECE_BINS, dtype=np.int64)  # calibrated top-1 confidence, per bin
         self.samples = 0
-        self._streams = [np.random.default_rng([seed, b]) for b in range(len(self.resampled))]
+        self._origin = ""
+        self._streams = self._streams_of("")
         self._eye = np.eye(classes)
 
-    def add(self, scores: np.ndarray) -> None:
+    def _streams_of(self, origin: str) -> list[np.random.Generator]:
+        # a single file (origin "") keeps the streams [seed, b]; a snapshot's file adds its name's hash
+        key = [int.from_bytes(hashlib.sha256(origin.encode()).digest()[:8], "little")] if origin else []
+        return [np.random.default_rng([self.seed, b, *key]) for b in range(len(self.resampled))]
+
+    def merge(self, other: Tally) -> None:
+        """Add `other`'s counts (a tally of other samples under the same calibrations)."""
+        for name in self.COUNTS:
+            getattr(self, name)[...] += getattr(other, name)
+        self.samples += other.samples
+
+    def add(self, scores: np.ndarray, *, origin: str = "") -> None:
+        """`origin`: the file the scores come from (empty: the data is one file)."""
+        if origin != self._origin:
+            self._origin, self._streams = origin, self._streams_of(origin)
         classes = self.calibration.classes
         predicted = scores.argmax(axis=1)
         calibrated = self.calibration.apply(scores)

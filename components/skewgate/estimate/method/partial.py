@@ -1,0 +1,102 @@
+"""The current side of an estimate, tallied: in one pass, or per shard of a snapshot's files and merged.
+
+A shard of the nightly fan-out runs the model on its files and saves its counts (`save_partial`): the confusion
+counts the `Tally` keeps, how many samples had NaN/Inf scores and how many scored outside the calibrated range.
+The merge task adds the shards' counts (`merge_partials`) and judges once: since every file draws from its own
+streams, the merged counts are those one pass over the snapshot finds. A partial is an `.npz` (no pickles): a JSON
+`header` naming the model and profile it was tallied under, and the counts; the loader refuses a partial of another
+model or profile, or of another shape, naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from skewgate.common.errors import InputError
+from skewgate.common.strict_json import Fields
+from skewgate.estimate.method.confusion import Tally
+
+SCHEMA, VERSION = "skewgate.estimate-partial", 1
+
+
+@dataclass
+class CurrentTally:
+    """What the current data showed under one fit: the tally of its finite scores, the samples it could not
+    score, those scored outside the calibrated range; `predicted` per sample (-1: not finite) when its labels are
+    to be read beside the estimate."""
+
+    tally: Tally
+    non_finite: int = 0
+    extrapolated: int = 0
+    predicted: list[np.ndarray] = field(default_factory=list)
+
+    @property
+    def samples(self) -> int:
+        return self.tally.samples + self.non_finite
+
+
+def save_partial(tallied: CurrentTally, path: str | Path, *, model_sha256: str, profile_sha256: str,
+                 files: int) -> Path:
+    """`files`: how many of the snapshot's files this shard read (the merge checks none is counted twice)."""
+    path = Path(path)
+    tally = tallied.tally
+    header = {"schema": SCHEMA, "version": VERSION, "model_sha256": model_sha256, "profile_sha256": profile_sha256,
+              "samples": tally.samples, "non_finite": tallied.non_finite, "extrapolated": tallied.extrapolated,
+              "files": files}
+    with path.open("wb") as handle:  # a handle: np.savez would otherwise append ".npz" to the name
+        np.savez(handle, header=np.array(json.dumps(header)), **{n: getattr(tally, n) for n in Tally.COUNTS})
+    return path
+
+
+def merge_partials(paths: Sequence[str | Path], empty: CurrentTally, *, model_sha256: str,
+                   profile_sha256: str) -> tuple[CurrentTally, int]:
+    """`empty` (a fresh tally under the fit) with every partial's counts added, and the files they read."""
+    if not paths:
+        raise InputError("partials", expected="at least one shard's partial", found="none")
+    files = 0
+    for path in paths:
+        part, read = _load(Path(path), empty.tally, model_sha256=model_sha256, profile_sha256=profile_sha256)
+        empty.tally.merge(part.tally)
+        empty.non_finite += part.non_finite
+        empty.extrapolated += part.extrapolated
+        files += read
+    return empty, files
+
+
+def _load(path: Path, like: Tally, *, model_sha256: str, profile_sha256: str) -> tuple[CurrentTally, int]:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {name: archive[name] for name in archive.files}
+        header = json.loads(str(arrays.pop("header")))
+    except (OSError, ValueError, KeyError, EOFError) as err:
+        raise InputError(path, expected="an estimate shard's partial (`estimate_partial_op`)",
+                         found=f"{type(err).__name__}: {err}") from err
+    top = Fields(header, source=str(path), where="header")
+    if (header.get("schema"), header.get("version")) != (SCHEMA, VERSION):
+        raise InputError(path, field="header.schema/version", expected=f"{SCHEMA} v{VERSION}",
+                         found=f"{header.get('schema')} v{header.get('version')}")
+    for key, expected in (("model_sha256", model_sha256), ("profile_sha256", profile_sha256)):
+        if top.sha256(key) != expected:
+            raise InputError(path, field=f"header.{key}", expected=f"{expected} (the merge's: every shard tallies "
+                             "under one model and profile)", found=header[key])
+    part = Tally(like.calibration, like.resampled, seed=like.seed)
+    for name in Tally.COUNTS:
+        want = getattr(part, name)
+        found = arrays.get(name)
+        if found is None or found.shape != want.shape or found.dtype != want.dtype or not np.isfinite(found).all() \
+                or (found < 0).any():
+            raise InputError(path, field=name, expected=f"non-negative {want.dtype} counts of shape {want.shape}",
+                             found="no such array" if found is None else f"{found.dtype} {found.shape}")
+        want[...] = found
+    counts = {key: top.integer(key) for key in ("samples", "non_finite", "extrapolated", "files")}
+    if min(counts.values()) < 0 or counts["extrapolated"] > counts["samples"] \
+            or part.confidence_counts.sum() != counts["samples"]:
+        raise InputError(path, field="header.samples", expected="non-negative counts that agree with the arrays",
+                         found=", ".join(f"{k} {v}" for k, v in counts.items()))
+    part.samples = counts["samples"]
+    return CurrentTally(part, non_finite=counts["non_finite"], extrapolated=counts["extrapolated"]), counts["files"]

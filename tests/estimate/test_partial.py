@@ -1,0 +1,106 @@
+"""The estimate over a snapshot of many files, in one pass or fanned out over shards and merged: the same
+verdict either way, and partials that do not add up to the snapshot are errors naming what is wrong."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from skewgate.common.errors import InputError
+from skewgate.estimate.core import EstimateOptions, estimate, tally_shard
+
+OPTIONS = EstimateOptions(features=("score", "income"))
+
+
+@pytest.fixture(scope="module")
+def snapshot(files, tmp_path_factory):
+    """The boundary data as a Hive-partitioned snapshot of five Parquet files, and a profile of the model."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path_factory.mktemp("snapshot")
+    x = np.load(files["boundary"])["x"]
+    for k, rows in enumerate(np.array_split(np.arange(len(x)), 5)):
+        (root / "current" / f"hour={k:02d}").mkdir(parents=True)
+        pq.write_table(pa.table({"score": x[rows, 0], "income": x[rows, 1]}),
+                       root / "current" / f"hour={k:02d}" / "part-0.parquet")
+    profile = root / "estimate.profile"
+    estimate(onnx=files["model"], reference=files["reference"], current=files["boundary"], profile_out=profile,
+             options=EstimateOptions())
+    return root / "current", profile
+
+
+def _shards(files, snapshot, tmp_path, shards, **change):
+    current, profile = snapshot
+    return [tally_shard(onnx=files["model"], profile=profile, current=current, shard=k, shards=shards,
+                        options=replace(OPTIONS, **change), out=tmp_path / f"part-{k}") for k in range(shards)]
+
+
+@pytest.mark.parametrize("shards", [1, 2, 3, 7], ids=lambda n: f"{n}-shards")
+def test_shards_merged_give_the_verdict_of_one_pass_over_the_snapshot(files, snapshot, tmp_path, shards):
+    current, profile = snapshot
+    one_pass = estimate(onnx=files["model"], profile=profile, current=current, options=OPTIONS)
+    merged = estimate(onnx=files["model"], profile=profile, current=current, options=OPTIONS,
+                      partials=_shards(files, snapshot, tmp_path, shards, batch_rows=300))
+    assert one_pass.status == merged.status == "fail"  # the boundary shift: accuracy falls
+    # the draws too (one stream per file): the interval's ends are the same; sums differ only in rounding
+    figures = [{k: v for k, v in row.items() if k != "metric"} for row in merged.details["table"]]
+    assert figures == [pytest.approx({k: v for k, v in row.items() if k != "metric"}, rel=1e-12)
+                       for row in one_pass.details["table"]]
+    assert [(r["low"], r["high"]) for r in merged.details["table"]] == [
+        (r["low"], r["high"]) for r in one_pass.details["table"]]
+    assert merged.details["current_confidence"] == one_pass.details["current_confidence"]
+    assert merged.subject.data == one_pass.subject.data  # the whole snapshot's digest, as drift records it
+
+
+def test_a_snapshot_of_files_estimates_what_the_same_rows_in_one_file_do(files, snapshot):
+    current, profile = snapshot
+    from_files = estimate(onnx=files["model"], profile=profile, current=current, options=OPTIONS)
+    from_npz = estimate(onnx=files["model"], profile=profile, current=files["boundary"], options=EstimateOptions())
+    assert from_files.details["estimated_accuracy"] == pytest.approx(from_npz.details["estimated_accuracy"])
+    assert from_files.details["estimated_interval"] == pytest.approx(from_npz.details["estimated_interval"], abs=0.01)
+
+
+def test_partials_that_miss_a_shard_or_come_from_another_profile_are_errors(files, snapshot, tmp_path):
+    current, profile = snapshot
+    parts = _shards(files, snapshot, tmp_path, 3)
+    with pytest.raises(InputError, match=r"partials: expected shards that read the 5 files .* found 2 partials "
+                                         r"that read 4 files"):
+        estimate(onnx=files["model"], profile=profile, current=current, options=OPTIONS, partials=parts[:2])
+    other = tmp_path / "other.profile"
+    estimate(onnx=files["model"], reference=files["reference"], current=files["ignored"], profile_out=other,
+             options=replace(EstimateOptions(), seed=1))
+    with pytest.raises(InputError, match=r"part-0: header.profile_sha256: expected [0-9a-f]{64} \(the merge's"):
+        estimate(onnx=files["model"], profile=other, current=current, options=OPTIONS, partials=parts)
+    with pytest.raises(InputError, match="current_labels: expected labels beside one pass"):
+        estimate(onnx=files["model"], profile=profile, current=current, options=OPTIONS, partials=parts,
+                 current_labels=tmp_path / "labels.npy")
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    pytest.param(lambda a: a.update(drawn=a["drawn"][:5]), r"drawn: expected non-negative int64 counts of shape",
+                 id="fewer-resamples"),
+    pytest.param(lambda a: a.update(expected=-a["expected"]), "expected: expected non-negative float64", id="negative"),
+    pytest.param(lambda a: a.pop("confidence_counts"), "confidence_counts: .* found no such array", id="missing"),
+    pytest.param(lambda a: a.update(header=np.array(str(a["header"]).replace('"samples": ', '"samples": 1'))),
+                 "header.samples: expected non-negative counts that agree", id="samples-disagree"),
+    pytest.param(lambda a: a.update(header=np.array("{}")), r"header.schema/version: expected "
+                                                            r"skewgate.estimate-partial v1", id="not-a-partial"),
+])
+def test_a_damaged_partial_is_an_error_naming_its_field(files, snapshot, tmp_path, damage, message):
+    current, profile = snapshot
+    parts = _shards(files, snapshot, tmp_path, 2)
+    with np.load(parts[0]) as archive:
+        arrays = dict(archive)
+    damage(arrays)
+    with parts[0].open("wb") as handle:
+        np.savez(handle, **arrays)
+    with pytest.raises(InputError, match=message):
+        estimate(onnx=files["model"], profile=profile, current=current, options=OPTIONS, partials=parts)
+
+
+def test_a_shard_index_outside_the_shards_is_an_error(files, snapshot, tmp_path):
+    current, profile = snapshot
+    with pytest.raises(InputError, match=r"shard: expected an index in \[0, 2\), found 2"):
+        tally_shard(onnx=files["model"], profile=profile, current=current, shard=2, shards=2, options=OPTIONS,
+                    out=tmp_path / "p")
