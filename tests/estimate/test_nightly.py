@@ -80,6 +80,15 @@ def test_a_night_estimates_from_the_champions_profile_and_tags_the_version(regis
     assert ("estimate_nights.png", None) in step_run.artifacts
 
 
+def test_the_plots_are_pngs_at_the_paths_given_even_without_a_suffix(registry, files, tmp_path):
+    """A KFP output artifact's path has no suffix: matplotlib would otherwise add `.png` to it, and the task fail
+    when the file it was told to write is not there."""
+    _night(registry, files, "boundary", date="2026-12-01", plot=tmp_path / "reliability_plot",
+           history_plot=tmp_path / "nights_plot")
+    for name in ("reliability_plot", "nights_plot"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
 def test_labels_arriving_for_a_past_night_join_its_entry_and_the_history_keeps_the_last_nights(registry, files,
                                                                                                 tmp_path):
     for day, current in [(1, "ignored"), (2, "boundary"), (3, "ignored"), (4, "mild")]:

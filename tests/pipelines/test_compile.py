@@ -390,6 +390,27 @@ def test_the_fanout_nightly_compiles_from_the_cli(tmp_path):
         assert all(resources[:4]), f"{label} has no CPU/memory requests and limits"
 
 
+def test_the_fanout_nightly_estimates_per_shard_only_when_asked_and_merges_once(tmp_path):
+    compiled = _compile(tmp_path, "--pipeline", "nightly-drift-fanout")
+    assert compiled.root.input_definitions.parameters["estimate_accuracy"].default_value.bool_value is False
+    (branch_task,) = [t for t in _gate(compiled).values()
+                      if t.trigger_policy.condition == "inputs.parameter_values['pipelinechannel--estimate_accuracy'] "
+                                                       "== true"]
+    branch = compiled.components[branch_task.component_ref.name].dag.tasks
+    assert {"nightly-estimate-plan-op", "nightly-estimate-merge-op"} <= set(branch)
+    ((loop_name, loop),) = [(name, task) for name, task in branch.items() if task.HasField("parameter_iterator")]
+    assert json.loads(loop.parameter_iterator.items.raw) == [0, 1, 2, 3]  # the drift shards' files, dealt alike
+    shard = compiled.components[loop.component_ref.name].dag.tasks["estimate-partial-op"]
+    for name in ("onnx_model", "profile"):  # fetched once, for every shard
+        assert shard.inputs.artifacts[name].component_input_artifact == \
+            f"pipelinechannel--nightly-estimate-plan-op-{name}"
+    merge = branch["nightly-estimate-merge-op"]
+    assert merge.inputs.artifacts["partials"].task_output_artifact.producer_task == loop_name
+    for task in (shard, merge):  # the model's input columns reach every task that reads the snapshot
+        assert task.inputs.parameters["features"].component_input_parameter == "pipelinechannel--estimate_features"
+    assert merge.caching_options.enable_cache is False
+
+
 def test_the_fanout_nightly_has_no_gpu_variant(tmp_path, capsys):
     assert _compile(tmp_path, "--pipeline", "nightly-drift-fanout", "--variant", "gpu") == 2
     assert "--variant" in capsys.readouterr().err
@@ -412,7 +433,8 @@ MLFLOW_TASKS = {
     # the same three steps in the two ways of serving a stateful model (STEP from zeros, from an initial state)
     | {f"exec-{step}-{way}" for step in ("parity-op", "triton-probe-op", "promote-op") for way in (2, 3)},
     "nightly-drift": {"exec-nightly-drift-op", "exec-nightly-estimate-op", "exec-finish-run-op"},
-    "nightly-drift-fanout": {"exec-nightly-drift-plan-op", "exec-nightly-drift-merge-op", "exec-finish-run-op"},
+    "nightly-drift-fanout": {"exec-nightly-drift-plan-op", "exec-nightly-drift-merge-op", "exec-finish-run-op",
+                             "exec-nightly-estimate-plan-op", "exec-nightly-estimate-merge-op"},
 }
 
 

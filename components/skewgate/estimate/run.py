@@ -5,6 +5,7 @@ and the estimate profile promote records with the model version."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,12 +39,14 @@ def run(*, onnx: str | Path, current: str | Path, options: EstimateOptions, trac
 def estimate_in_run(step_run: StepRun | None, *, onnx: str | Path, current: str | Path, options: EstimateOptions,
                     reference: str | Path | None = None, labels: str | Path | None = None,
                     profile: str | Path | None = None, profile_out: str | Path | None = None,
-                    current_labels: str | Path | None = None, plot: str | Path | None = None) -> Verdict:
-    """The estimate, published: its tables and the reliability plot to the step run, the plot to `plot` when
-    given. With `profile_out`, the fit is saved there and, with tracking, logged to the step run, whose URI and
-    digest the verdict asks promote to tag on the model version (`registry_tags`), as drift's profile is."""
+                    current_labels: str | Path | None = None, plot: str | Path | None = None,
+                    partials: Sequence[str | Path] = ()) -> Verdict:
+    """The estimate (of the shards' `partials`, when given), published: its tables and the reliability plot to
+    the step run, the plot to `plot` when given. With `profile_out`, the fit is saved there and, with tracking,
+    logged to the step run, whose URI and digest the verdict asks promote to tag on the model version
+    (`registry_tags`), as drift's profile is."""
     verdict = estimate(onnx=onnx, reference=reference, current=current, labels=labels, profile=profile,
-                       profile_out=profile_out, current_labels=current_labels, options=options)
+                       profile_out=profile_out, current_labels=current_labels, options=options, partials=partials)
     publish(step_run, tables={"estimate.json": list(verdict.details["table"]),
                               "reliability.json": list(verdict.details["reliability"])},
             outputs=[(plot, "reliability.png", lambda path: reliability_plot(verdict, path))])
@@ -85,6 +88,6 @@ def reliability_plot(verdict: Verdict, path: Path) -> None:
         axis.set_title(title, fontsize=9)
         axis.legend(fontsize=7, loc="upper left")
         figure.tight_layout()
-        figure.savefig(path, dpi=110)
+        figure.savefig(path, dpi=110, format="png")  # a KFP output path has no suffix to say so
     finally:
         plt.close(figure)

@@ -18,7 +18,12 @@ from skewgate.drift.component import (
     nightly_drift_op,
     nightly_drift_plan_op,
 )
-from skewgate.estimate.component import nightly_estimate_op
+from skewgate.estimate.component import (
+    estimate_partial_op,
+    nightly_estimate_merge_op,
+    nightly_estimate_op,
+    nightly_estimate_plan_op,
+)
 from skewgate.pipelines.credentials import mlflow_secret, mount_mlflow_credentials
 from skewgate.pipelines.finalize import add_finisher
 from skewgate.pipelines.plumbing import blocked as blocked_op
@@ -39,7 +44,8 @@ def build_nightly_drift(*, run_date: str, resources_file: Path | None = None,
         description="Drift of the latest serving-log snapshot against the champion model's reference profile.",
     )
     def nightly_drift(serving_snapshot: str, model_name: str, mlflow_tracking_uri: str,
-                      alias: str = "champion", pushgateway_url: str = "", estimate_accuracy: bool = False) -> str:
+                      alias: str = "champion", pushgateway_url: str = "", estimate_accuracy: bool = False,
+                      estimate_features: str = "") -> str:
         """One night's drift check, and with `estimate_accuracy` the champion's accuracy estimated without labels;
         returns the outcome (`pass`, or the run fails with `drift` or `degraded`), which the exit handler
         `finish-mlflow-run` also writes to the MLflow parent run.
@@ -53,6 +59,8 @@ def build_nightly_drift(*, run_date: str, resources_file: Path | None = None,
             pushgateway_url: Pushgateway URL — push the night's drift figures there for Prometheus (empty: no push).
             estimate_accuracy: Estimate accuracy — also estimate the champion's accuracy on the snapshot from the
                 estimate profile promoted with it (CBPE, no labels); a champion without one is an error.
+            estimate_features: Estimate's model input columns — comma-separated snapshot columns that are the
+                model's input, in order (Parquet/CSV snapshots; an `.npz` names its arrays).
         """
         finisher = add_finisher(pipeline="nightly-drift", tracking_uri=mlflow_tracking_uri, experiment=model_name,
                                 resources=resources, mlflow_secret=credentials)
@@ -62,8 +70,8 @@ def build_nightly_drift(*, run_date: str, resources_file: Path | None = None,
             with dsl.If(estimate_accuracy == True, name="estimate-accuracy"):  # noqa: E712 (a KFP condition)
                 estimate = nightly_estimate_op(
                     serving_snapshot=snapshot.output, model_name=model_name, tracking_uri=mlflow_tracking_uri,
-                    alias=alias, run_date=run_date, pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-                    pushgateway_url=pushgateway_url)
+                    alias=alias, features=estimate_features, run_date=run_date,
+                    pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, pushgateway_url=pushgateway_url)
                 apply(estimate, "nightly-drift", resources).set_display_name("nightly-estimate")
                 mount_mlflow_credentials(estimate, "nightly-drift", credentials)
                 estimate.set_caching_options(False)
@@ -109,9 +117,11 @@ def build_nightly_drift_fanout(*, run_date: str, shards: int = 4, resources_file
                     "partial-statistics tasks, one merge task decides (the single task's verdict).",
     )
     def nightly_drift_fanout(serving_snapshot: str, model_name: str, mlflow_tracking_uri: str,
-                             alias: str = "champion", pushgateway_url: str = "") -> str:
-        """One night's drift check, fanned out; returns the outcome (`pass`, or the run fails with `drift`),
-        which the exit handler `finish-mlflow-run` also writes to the MLflow parent run.
+                             alias: str = "champion", pushgateway_url: str = "", estimate_accuracy: bool = False,
+                             estimate_features: str = "") -> str:
+        """One night's drift check, and with `estimate_accuracy` the champion's accuracy estimated without labels,
+        both fanned out over the same shards; returns the outcome (`pass`, or the run fails with `drift` or
+        `degraded`), which the exit handler `finish-mlflow-run` also writes to the MLflow parent run.
 
         Args:
             serving_snapshot: Serving snapshot — URI of a directory (Hive-partitioned or not) or glob of
@@ -120,12 +130,41 @@ def build_nightly_drift_fanout(*, run_date: str, shards: int = 4, resources_file
             mlflow_tracking_uri: MLflow tracking URI — where the champion's reference profile lives.
             alias: Registry alias — the version to check against (default `champion`).
             pushgateway_url: Pushgateway URL — push the night's drift figures there for Prometheus (empty: no push).
+            estimate_accuracy: Estimate accuracy — also estimate the champion's accuracy on the snapshot from the
+                estimate profile promoted with it (CBPE, no labels); a champion without one is an error.
+            estimate_features: Estimate's model input columns — comma-separated snapshot columns that are the
+                model's input, in order (Parquet/CSV snapshots; an `.npz` names its arrays).
         """
         finisher = add_finisher(pipeline="nightly-drift", tracking_uri=mlflow_tracking_uri, experiment=model_name,
                                 resources=resources, mlflow_secret=credentials)
         with dsl.ExitHandler(finisher, name="nightly-drift"):
             snapshot = dsl.importer(artifact_uri=serving_snapshot, artifact_class=dsl.Dataset, reimport=True)
             snapshot.set_display_name("serving-snapshot")
+            with dsl.If(estimate_accuracy == True, name="estimate-accuracy"):  # noqa: E712 (a KFP condition)
+                fetch = nightly_estimate_plan_op(model_name=model_name, tracking_uri=mlflow_tracking_uri,
+                                                 alias=alias)
+                apply(fetch, "nightly-drift", resources).set_display_name("fetch-estimate-profile")
+                mount_mlflow_credentials(fetch, "nightly-drift-plan", credentials)
+                fetch.set_caching_options(False)
+                with dsl.ParallelFor(list(range(shards)), name="estimate-shards") as estimate_shard:
+                    tally = estimate_partial_op(
+                        serving_snapshot=snapshot.output, onnx_model=fetch.outputs["onnx_model"],
+                        profile=fetch.outputs["profile"], shard=estimate_shard, shards=shards,
+                        features=estimate_features)
+                    apply(tally, "nightly-drift", resources).set_display_name("estimate-shard")
+                    tally.set_caching_options(False)
+                estimate = nightly_estimate_merge_op(
+                    serving_snapshot=snapshot.output, partials=dsl.Collected(tally.outputs["partial"]),
+                    model_name=model_name, tracking_uri=mlflow_tracking_uri, alias=alias, features=estimate_features,
+                    run_date=run_date, pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                    pushgateway_url=pushgateway_url)
+                apply(estimate, "nightly-drift", resources).set_display_name("nightly-estimate")
+                mount_mlflow_credentials(estimate, "nightly-drift", credentials)
+                estimate.set_caching_options(False)
+                with dsl.If(estimate.outputs["Output"] == "fail", name="accuracy-dropped"):
+                    dropped = blocked_op(verdict=estimate.outputs["verdict"])
+                    apply(dropped, "blocked", resources).set_display_name("estimate-blocked")
+                    dropped.set_caching_options(False)
             plan = nightly_drift_plan_op(serving_snapshot=snapshot.output, model_name=model_name,
                                          tracking_uri=mlflow_tracking_uri, alias=alias)
             apply(plan, "nightly-drift", resources).set_display_name("fetch-profile").set_caching_options(False)

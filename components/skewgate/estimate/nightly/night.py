@@ -17,8 +17,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +29,7 @@ from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import BackendError, InputError
 from skewgate.common.publishing import publish, pyplot
 from skewgate.common.recording import StepResult, TrackingOptions, evaluate_and_record
-from skewgate.common.registry import ChampionReader, download_tagged
+from skewgate.common.registry import Champion, ChampionReader, download_tagged
 from skewgate.common.steps import DEFAULT_ALIAS
 from skewgate.common.verdict import Verdict
 from skewgate.estimate.core import EstimateOptions
@@ -63,10 +64,12 @@ class NightlyEstimateOptions:
 
 def run_nightly(*, model_name: str, current: str | Path, options: NightlyEstimateOptions,
                 tracking: TrackingOptions, run_date: str = "", labels: str | Path | None = None,
-                plot: str | Path | None = None, history_plot: str | Path | None = None) -> StepResult:
+                plot: str | Path | None = None, history_plot: str | Path | None = None,
+                partials: Sequence[str | Path] = ()) -> StepResult:
     """Tonight's estimate for the `options.alias` version of `model_name` (`night_in_run`) inside the step's
-    MLflow run, whose registry it reads and tags (tracking is required: without it, an `error` verdict). Never
-    raises: `error` verdict."""
+    MLflow run, whose registry it reads and tags (tracking is required: without it, an `error` verdict);
+    `partials`: the fan-out's shard tallies (`tally_shard`) instead of reading `current`. Never raises: `error`
+    verdict."""
 
     def evaluate(step_run: StepRun | None) -> Verdict:
         from skewgate.common.mlflow_log import MlflowRegistry
@@ -75,33 +78,61 @@ def run_nightly(*, model_name: str, current: str | Path, options: NightlyEstimat
             raise InputError("tracking_uri", expected="an MLflow tracking URI (the profile lives in the registry)",
                              found="none")
         return night_in_run(step_run, MlflowRegistry(step_run), model_name=model_name, current=current,
-                            options=options, run_date=run_date, labels=labels, plot=plot, history_plot=history_plot)
+                            options=options, run_date=run_date, labels=labels, plot=plot, history_plot=history_plot,
+                            partials=partials)
 
     return evaluate_and_record(NIGHTLY_STEP, evaluate, tracking, settings=options.estimate,
                                inputs={"current": current, "labels": labels})
 
 
+def plan_nightly(*, model_name: str, options: NightlyEstimateOptions, tracking: TrackingOptions,
+                 model_out: str | Path, profile_out: str | Path, registry: ChampionReader | None = None) -> None:
+    """The fan-out's first task: copy the `options.alias` version's ONNX file and estimate profile (each checked
+    against the digest it was promoted with) to `model_out` and `profile_out`, once for every shard. A read: no
+    step run. The merge fetches them again and refuses shards tallied under another model or profile (a
+    promotion between the two)."""
+    if registry is None:
+        from skewgate.common.mlflow_log import RegistryChampions, connect
+
+        registry = RegistryChampions.of(connect(tracking.uri, experiment=tracking.experiment,
+                                                deadline_s=tracking.deadline_s))
+    with tempfile.TemporaryDirectory() as tmp:
+        _, onnx, profile = champion_files(registry, model_name=model_name, alias=options.alias, directory=Path(tmp))
+        shutil.copyfile(onnx, model_out)
+        shutil.copyfile(profile, profile_out)
+
+
+def champion_files(registry: ChampionReader, *, model_name: str, alias: str,
+                   directory: Path) -> tuple[Champion, Path, Path]:
+    """(the `alias` version, its ONNX file found by its gated digest, its estimate profile checked against its
+    digest), downloaded into `directory`."""
+    found = registry.fetch(model_name, alias, directory)
+    if found is None:
+        raise InputError(model_name, field=f"@{alias}", expected="a model version with this alias", found="none")
+    if conv.ESTIMATE_PROFILE_URI_TAG not in found.tags:
+        raise InputError(found.label, field=conv.ESTIMATE_PROFILE_URI_TAG, expected="an estimate profile "
+                         "recorded at promotion (the gate's `skewgate estimate --profile-out`, tracked)",
+                         found="no such tag")
+    onnx, _ = conv.find_by_digest(found.files(), found.tags, found.uri)
+    profile = download_tagged(registry, found, uri_tag=conv.ESTIMATE_PROFILE_URI_TAG,
+                              sha_tag=conv.ESTIMATE_PROFILE_SHA_TAG, directory=directory)
+    return found, Path(onnx), profile
+
+
 def night_in_run(step_run: StepRun | None, registry: NightlyRegistry, *, model_name: str, current: str | Path,
                  options: NightlyEstimateOptions, run_date: str = "", labels: str | Path | None = None,
-                 plot: str | Path | None = None, history_plot: str | Path | None = None) -> Verdict:
-    """The night's estimate of `current` from the `alias` version's profile; tags that version with the night and
-    the history; `labels` (of this snapshot, arrived later) add the realised metric to the snapshot's entry."""
+                 plot: str | Path | None = None, history_plot: str | Path | None = None,
+                 partials: Sequence[str | Path] = ()) -> Verdict:
+    """The night's estimate of `current` from the `alias` version's profile (or of the shards' `partials` of it);
+    tags that version with the night and the history; `labels` (of this snapshot, arrived later) add the
+    realised metric to the snapshot's entry."""
     # KFP resolves the schedule-time placeholder only for scheduled runs; otherwise the literal arrives.
     date = run_date if run_date and not run_date.startswith("{{") else datetime.now(UTC).isoformat(timespec="seconds")
     with tempfile.TemporaryDirectory() as tmp:
-        found = registry.fetch(model_name, options.alias, Path(tmp))
-        if found is None:
-            raise InputError(model_name, field=f"@{options.alias}", expected="a model version with this alias",
-                             found="none")
-        if conv.ESTIMATE_PROFILE_URI_TAG not in found.tags:
-            raise InputError(found.label, field=conv.ESTIMATE_PROFILE_URI_TAG, expected="an estimate profile "
-                             "recorded at promotion (the gate's `skewgate estimate --profile-out`, tracked)",
-                             found="no such tag")
-        onnx, _ = conv.find_by_digest(found.files(), found.tags, found.uri)
-        profile = download_tagged(registry, found, uri_tag=conv.ESTIMATE_PROFILE_URI_TAG,
-                                  sha_tag=conv.ESTIMATE_PROFILE_SHA_TAG, directory=Path(tmp))
+        found, onnx, profile = champion_files(registry, model_name=model_name, alias=options.alias,
+                                              directory=Path(tmp))
         verdict = estimate_in_run(step_run, onnx=onnx, current=current, profile=profile, current_labels=labels,
-                                  options=options.estimate, plot=plot)
+                                  options=options.estimate, plot=plot, partials=partials)
     nights = history_with(history_of(found.tags), verdict, date=date, keep=options.history_nights)
     registry.set_tags(model_name, found.version, {
         NIGHTLY_TAG: nightly_tag(verdict, date, step_run.run_id if step_run is not None else ""),
@@ -210,6 +241,6 @@ def nights_plot(nights: list[dict[str, Any]], model_name: str, path: Path) -> No
         axis.set_title(f"{model_name}: estimated accuracy over the last {len(nights)} nights", fontsize=9)
         axis.legend(fontsize=7, loc="lower left")
         figure.tight_layout()
-        figure.savefig(path, dpi=110)
+        figure.savefig(path, dpi=110, format="png")  # a KFP output path has no suffix to say so
     finally:
         plt.close(figure)
