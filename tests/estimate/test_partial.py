@@ -104,3 +104,17 @@ def test_a_shard_index_outside_the_shards_is_an_error(files, snapshot, tmp_path)
     with pytest.raises(InputError, match=r"shard: expected an index in \[0, 2\), found 2"):
         tally_shard(onnx=files["model"], profile=profile, current=current, shard=2, shards=2, options=OPTIONS,
                     out=tmp_path / "p")
+
+
+def test_a_glob_of_csv_files_reads_each_file_with_its_own_types(files, snapshot, tmp_path):
+    """pyarrow types a data set by its first file: a column of whole numbers in one CSV would refuse the next
+    file's decimals. Each file is read on its own, so both are numbers."""
+    current, profile = snapshot
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "a.csv").write_text("score,income\n1,0\n-2,1\n")
+    (tmp_path / "logs" / "b.csv").write_text("score,income\n0.5,0.25\n-0.75,1.5\n")
+    verdict = estimate(onnx=files["model"], profile=profile, current=str(tmp_path / "logs" / "*.csv"),
+                       options=OPTIONS)
+    assert verdict.details["current_samples"] == 4
+    with pytest.raises(InputError, match=r"expected a glob matching Parquet/CSV files, found no match"):
+        estimate(onnx=files["model"], profile=profile, current=str(tmp_path / "none" / "*.csv"), options=OPTIONS)
