@@ -53,6 +53,19 @@ def test_shards_merged_give_the_verdict_of_one_pass_over_the_snapshot(files, sna
     assert merged.subject.data == one_pass.subject.data  # the whole snapshot's digest, as drift records it
 
 
+def test_one_file_fans_out_to_one_shard_and_merges_to_its_one_pass(files, snapshot, tmp_path):
+    """An `.npz` (a KFP artifact: no suffix) is one file: shard 0 reads it, the others nothing."""
+    _, profile = snapshot
+    current = tmp_path / "snapshot"
+    current.write_bytes(files["boundary"].read_bytes())
+    parts = [tally_shard(onnx=files["model"], profile=profile, current=current, shard=k, shards=3,
+                         options=EstimateOptions(), out=tmp_path / f"part-{k}") for k in range(3)]
+    merged = estimate(onnx=files["model"], profile=profile, current=current, options=EstimateOptions(),
+                      partials=parts)
+    one_pass = estimate(onnx=files["model"], profile=profile, current=files["boundary"], options=EstimateOptions())
+    assert merged.details["table"] == one_pass.details["table"]
+
+
 def test_a_snapshot_of_files_estimates_what_the_same_rows_in_one_file_do(files, snapshot):
     current, profile = snapshot
     from_files = estimate(onnx=files["model"], profile=profile, current=current, options=OPTIONS)

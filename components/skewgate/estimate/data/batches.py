@@ -34,7 +34,9 @@ class Inputs:
 
     @property
     def single_file(self) -> bool:
-        return not self.files and "://" not in str(self.path) and Path(self.path).is_file()
+        """A local file (an `.npz`, or a table however named), not a snapshot of files; a shard of it is itself."""
+        local = "://" not in str(self.path) and Path(self.path).is_file()
+        return local and list(self.files) in ([], [str(self.path)])
 
     @property
     def format(self) -> str:
