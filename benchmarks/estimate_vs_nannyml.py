@@ -62,8 +62,9 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=20)
     args = parser.parse_args()
 
-    from skewgate.estimate.core import EstimateOptions, estimate
     from tests.estimate import simulation as sim
+
+    from skewgate.estimate.core import EstimateOptions, estimate
 
     ours: dict[tuple[str, str], dict[str, float]] = {}
     arrays: dict[str, np.ndarray] = {}
