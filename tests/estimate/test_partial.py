@@ -122,7 +122,7 @@ def test_a_shard_index_outside_the_shards_is_an_error(files, snapshot, tmp_path)
 def test_a_glob_of_csv_files_reads_each_file_with_its_own_types(files, snapshot, tmp_path):
     """pyarrow types a data set by its first file: a column of whole numbers in one CSV would refuse the next
     file's decimals. Each file is read on its own, so both are numbers."""
-    current, profile = snapshot
+    _, profile = snapshot
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "a.csv").write_text("score,income\n1,0\n-2,1\n")
     (tmp_path / "logs" / "b.csv").write_text("score,income\n0.5,0.25\n-0.75,1.5\n")
