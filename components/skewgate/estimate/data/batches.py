@@ -100,27 +100,30 @@ class Inputs:
                                  found=f"arrays {sorted(arrays)}")
             return arrays[name]
         parts = []
-        for path in [None] if self.single_file else self.listed()[1]:
-            table = self._dataset(path)
+        for _, path, table in self._tables():
             if name not in table.schema.names:
-                raise InputError(path or self.path, field=name, expected=f"a `{name}` column of labels (or "
-                                 "--labels)", found=f"columns {table.schema.names}")
+                raise InputError(path, field=name, expected=f"a `{name}` column of labels (or --labels)",
+                                 found=f"columns {table.schema.names}")
             parts.append(np.asarray(table.to_table(columns=[name]).column(0).to_numpy()))
         return np.concatenate(parts)
 
-    def _dataset(self, path: str | None = None) -> Any:  # a pyarrow Dataset (pyarrow has no type hints)
-        """The single file's data set, or one file's of the snapshot (each read with its own types: a column of
-        ints in one CSV and floats in the next is numeric in both)."""
+    def _tables(self) -> Iterator[tuple[str, str, Any]]:  # pyarrow Datasets (pyarrow has no type hints)
+        """(the file's name relative to the snapshot, empty for a single file; its path; its data set), file by
+        file. The snapshot is listed once; each file is read with its own types (a column of ints in one CSV and
+        floats in the next is numeric in both)."""
         import pyarrow.dataset as ds
 
         kind = self.format
-        try:
-            if path is None and self.single_file:
-                return ds.dataset(str(self.path), format=kind)
-            filesystem, paths = self.listed()
-            return ds.dataset(path or paths[0], format=kind, filesystem=filesystem)
-        except Exception as err:  # pyarrow's ArrowInvalid and friends: all mean "not a table of that kind"
-            raise InputError(path or self.path, expected=f"a {kind} file", found=f"unreadable ({err})") from err
+        if self.single_file:
+            filesystem, paths, root = None, [str(self.path)], None
+        else:
+            (filesystem, paths), root = self.listed(), root_of(str(self.path))
+        for path in paths:
+            try:
+                dataset = ds.dataset(path, format=kind, filesystem=filesystem)
+            except Exception as err:  # pyarrow's ArrowInvalid and friends: all mean "not a table of that kind"
+                raise InputError(path, expected=f"a {kind} file", found=f"unreadable ({err})") from err
+            yield ("" if root is None else relative_name(path, root)), path, dataset
 
     def _table_batches(self) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
         if len(self.specs) != 1 or len(self.specs[0].shape) != 2:
@@ -134,15 +137,11 @@ class Inputs:
         if width is not None and width != len(self.features):
             raise InputError(self.path, field="--features", expected=f"{width} columns (input `{spec.name}` "
                              f"{spec.describe()})", found=f"{len(self.features)}: {list(self.features)}")
-        files = [None] if self.single_file else self.listed()[1]
-        root = root_of(str(self.path))
-        for path in files:
-            dataset = self._dataset(path)
+        for origin, path, dataset in self._tables():
             missing = [f for f in self.features if f not in dataset.schema.names]
             if missing:
-                raise InputError(path or self.path, field="--features", expected=f"columns {list(self.features)}",
+                raise InputError(path, field="--features", expected=f"columns {list(self.features)}",
                                  found=f"no column {missing} (columns: {dataset.schema.names})")
-            origin = "" if path is None else relative_name(path, root)
             for batch in dataset.to_batches(columns=list(self.features), batch_size=self.batch_rows):
                 if batch.num_rows:
                     yield origin, {spec.name: self._matrix(batch, spec)}
