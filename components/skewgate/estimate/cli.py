@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import get_args
 
 from skewgate.common.cli_support import add_common_args, describe, finish_cli, tracking_options
-from skewgate.estimate.core import EstimateOptions
+from skewgate.estimate.core import EstimateOptions, feature_columns
 from skewgate.estimate.method.confusion import Metric
 from skewgate.estimate.run import run
 
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
                               resamples=args.resamples, seed=args.seed, max_extrapolated=args.max_extrapolated,
                               max_extrapolated_judged=args.max_extrapolated_judged,
                               output=args.output, labels_key=args.labels_key,
-                              features=tuple(f.strip() for f in args.features.split(",") if f.strip()),
+                              features=feature_columns(args.features),
                               batch_rows=args.batch_rows)
     if args.profile is not None and args.labels is not None:
         parser.error("--labels goes with --reference (a profile holds what its labels said)")

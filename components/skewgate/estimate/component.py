@@ -59,13 +59,13 @@ def estimate_op(
 
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions
-    from skewgate.estimate.core import EstimateOptions
+    from skewgate.estimate.core import EstimateOptions, feature_columns
     from skewgate.estimate.method.confusion import Metric
     from skewgate.estimate.run import run
 
     options = EstimateOptions(metric=cast(Metric, metric), max_drop=max_drop, confidence=confidence,
                               resamples=resamples, labels_key=labels_key,
-                              features=tuple(f.strip() for f in features.split(",") if f.strip()))
+                              features=feature_columns(features))
     result = run(onnx=onnx_model.path, reference=reference_data.path, current=current_data.path, options=options,
                  plot=reliability_plot.path, profile_out=profile.path,
                  tracking=TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id))
@@ -113,10 +113,10 @@ def nightly_estimate_op(
     """
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions
-    from skewgate.estimate.core import EstimateOptions
+    from skewgate.estimate.core import EstimateOptions, feature_columns
     from skewgate.estimate.nightly.night import NightlyEstimateOptions, run_nightly
 
-    estimate = EstimateOptions(features=tuple(f.strip() for f in features.split(",") if f.strip()))
+    estimate = EstimateOptions(features=feature_columns(features))
     result = run_nightly(model_name=model_name, current=serving_snapshot.path, run_date=run_date,
                          plot=reliability_plot.path, history_plot=nights_plot.path,
                          labels=snapshot_labels.path if snapshot_labels else None,
@@ -174,9 +174,9 @@ def estimate_partial_op(
         partial: This shard's counts, for the merge.
         features: Comma-separated table columns that are the model's input, in order.
     """
-    from skewgate.estimate.core import EstimateOptions, tally_shard
+    from skewgate.estimate.core import EstimateOptions, feature_columns, tally_shard
 
-    options = EstimateOptions(features=tuple(f.strip() for f in features.split(",") if f.strip()))
+    options = EstimateOptions(features=feature_columns(features))
     tally_shard(onnx=onnx_model.path, profile=profile.path, current=serving_snapshot.path, shard=shard,
                 shards=shards, options=options, out=partial.path)
 
@@ -220,10 +220,10 @@ def nightly_estimate_merge_op(
     """
     from skewgate.common.kfp_io import finish
     from skewgate.common.recording import TrackingOptions
-    from skewgate.estimate.core import EstimateOptions
+    from skewgate.estimate.core import EstimateOptions, feature_columns
     from skewgate.estimate.nightly.night import NightlyEstimateOptions, run_nightly
 
-    estimate = EstimateOptions(features=tuple(f.strip() for f in features.split(",") if f.strip()))
+    estimate = EstimateOptions(features=feature_columns(features))
     result = run_nightly(model_name=model_name, current=serving_snapshot.path, run_date=run_date,
                          plot=reliability_plot.path, history_plot=nights_plot.path,
                          partials=[p.path for p in partials],

@@ -82,6 +82,11 @@ class EstimateOptions:
                              found=f"folds {self.folds}, batch_rows {self.batch_rows}")
 
 
+def feature_columns(text: str) -> tuple[str, ...]:
+    """`score, income` → ("score", "income"): how the CLI and the components spell `features`."""
+    return tuple(f.strip() for f in text.split(",") if f.strip())
+
+
 @dataclass(frozen=True)
 class EstimateDetails:
     """estimate's `details`: the judged metric's figures first, then both metrics per row of `table`, then the
@@ -155,7 +160,7 @@ def tally_shard(*, onnx: str | Path, profile: str | Path, current: str | Path, s
     files = scorer.inputs(current, features=options.features, batch_rows=options.batch_rows).listed()[1]
     mine = files[shard::shards]
     tallied = (tally_current(scorer, fit, current=current, options=options, files=mine) if mine
-               else CurrentTally(Tally(fit.calibration, fit.resampled, seed=fit.seed)))
+               else CurrentTally.empty(fit))
     return save_partial(tallied, out, model_sha256=scorer.sha256, profile_sha256=sha256_file(profile),
                         files=len(mine))
 
@@ -186,8 +191,7 @@ def _merged(scorer: Scorer, fit: ReferenceFit, partials: Sequence[str | Path], *
     if labelled:
         raise InputError("current_labels", expected="labels beside one pass over the snapshot (each sample's "
                          "prediction is needed)", found="labels with shards' partials")
-    tallied, read = merge_partials(partials, CurrentTally(Tally(fit.calibration, fit.resampled, seed=fit.seed)),
-                                   model_sha256=scorer.sha256, profile_sha256=profile_sha256)
+    tallied, read = merge_partials(partials, fit, model_sha256=scorer.sha256, profile_sha256=profile_sha256)
     files = len(scorer.inputs(current, features=options.features, batch_rows=options.batch_rows).listed()[1])
     if read != files:
         raise InputError("partials", expected=f"shards that read the {files} files of {current} once",
@@ -228,7 +232,7 @@ def tally_current(scorer: Scorer, fit: ReferenceFit, *, current: str | Path, opt
                   files: Sequence[str] = (), predictions: bool = False) -> CurrentTally:
     """The current data's scores under `fit`, batch by batch; `files`: only these of the snapshot's (a shard);
     `predictions`: keep each sample's predicted class (for labels read beside the estimate)."""
-    tallied = CurrentTally(Tally(fit.calibration, fit.resampled, seed=fit.seed))
+    tallied = CurrentTally.empty(fit)
     inputs = scorer.inputs(current, features=options.features, batch_rows=options.batch_rows, files=files)
     for origin, batch in scorer.scores(inputs):
         if batch.shape[1] != fit.classes:

@@ -20,6 +20,7 @@ import numpy as np
 from skewgate.common.errors import InputError
 from skewgate.common.strict_json import Fields
 from skewgate.estimate.method.confusion import Tally
+from skewgate.estimate.method.profile import ReferenceFit
 
 SCHEMA, VERSION = "skewgate.estimate-partial", 1
 
@@ -34,6 +35,11 @@ class CurrentTally:
     non_finite: int = 0
     extrapolated: int = 0
     predicted: list[np.ndarray] = field(default_factory=list)
+
+    @classmethod
+    def empty(cls, fit: ReferenceFit) -> CurrentTally:
+        """Nothing tallied yet, under `fit`'s calibrations and seed."""
+        return cls(Tally(fit.calibration, fit.resampled, seed=fit.seed))
 
     @property
     def samples(self) -> int:
@@ -53,22 +59,22 @@ def save_partial(tallied: CurrentTally, path: str | Path, *, model_sha256: str, 
     return path
 
 
-def merge_partials(paths: Sequence[str | Path], empty: CurrentTally, *, model_sha256: str,
+def merge_partials(paths: Sequence[str | Path], fit: ReferenceFit, *, model_sha256: str,
                    profile_sha256: str) -> tuple[CurrentTally, int]:
-    """`empty` (a fresh tally under the fit) with every partial's counts added, and the files they read."""
+    """Every partial's counts under `fit` added up, and the files they read."""
     if not paths:
         raise InputError("partials", expected="at least one shard's partial", found="none")
-    files = 0
+    merged, files = CurrentTally.empty(fit), 0
     for path in paths:
-        part, read = _load(Path(path), empty.tally, model_sha256=model_sha256, profile_sha256=profile_sha256)
-        empty.tally.merge(part.tally)
-        empty.non_finite += part.non_finite
-        empty.extrapolated += part.extrapolated
+        part, read = _load(Path(path), fit, model_sha256=model_sha256, profile_sha256=profile_sha256)
+        merged.tally.merge(part.tally)
+        merged.non_finite += part.non_finite
+        merged.extrapolated += part.extrapolated
         files += read
-    return empty, files
+    return merged, files
 
 
-def _load(path: Path, like: Tally, *, model_sha256: str, profile_sha256: str) -> tuple[CurrentTally, int]:
+def _load(path: Path, fit: ReferenceFit, *, model_sha256: str, profile_sha256: str) -> tuple[CurrentTally, int]:
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
@@ -84,7 +90,8 @@ def _load(path: Path, like: Tally, *, model_sha256: str, profile_sha256: str) ->
         if top.sha256(key) != expected:
             raise InputError(path, field=f"header.{key}", expected=f"{expected} (the merge's: every shard tallies "
                              "under one model and profile)", found=header[key])
-    part = Tally(like.calibration, like.resampled, seed=like.seed)
+    tallied = CurrentTally.empty(fit)
+    part = tallied.tally
     for name in Tally.COUNTS:
         want = getattr(part, name)
         found = arrays.get(name)
@@ -99,4 +106,5 @@ def _load(path: Path, like: Tally, *, model_sha256: str, profile_sha256: str) ->
         raise InputError(path, field="header.samples", expected="non-negative counts that agree with the arrays",
                          found=", ".join(f"{k} {v}" for k, v in counts.items()))
     part.samples = counts["samples"]
-    return CurrentTally(part, non_finite=counts["non_finite"], extrapolated=counts["extrapolated"]), counts["files"]
+    tallied.non_finite, tallied.extrapolated = counts["non_finite"], counts["extrapolated"]
+    return tallied, counts["files"]
