@@ -27,7 +27,15 @@ from skewgate.estimate.component import (
 from skewgate.pipelines.credentials import mlflow_secret, mount_mlflow_credentials
 from skewgate.pipelines.finalize import add_finisher
 from skewgate.pipelines.plumbing import blocked as blocked_op
-from skewgate.pipelines.resources import apply, load_resources, one_line_descriptions
+from skewgate.pipelines.resources import StepResources, apply, load_resources, one_line_descriptions
+
+
+def _fail_run_on(task: Any, *, condition: str, display_name: str, resources: dict[str, StepResources]) -> None:
+    """A `fail` verdict of `task` fails the run: a `blocked` task under the condition `condition` raises with it."""
+    with dsl.If(task.outputs["Output"] == "fail", name=condition):
+        blocked = blocked_op(verdict=task.outputs["verdict"])
+        apply(blocked, "blocked", resources).set_display_name(display_name)
+        blocked.set_caching_options(False)
 
 
 def build_nightly_drift(*, run_date: str, resources_file: Path | None = None,
@@ -75,10 +83,8 @@ def build_nightly_drift(*, run_date: str, resources_file: Path | None = None,
                 apply(estimate, "nightly-drift", resources).set_display_name("nightly-estimate")
                 mount_mlflow_credentials(estimate, "nightly-drift", credentials)
                 estimate.set_caching_options(False)
-                with dsl.If(estimate.outputs["Output"] == "fail", name="accuracy-dropped"):
-                    dropped = blocked_op(verdict=estimate.outputs["verdict"])
-                    apply(dropped, "blocked", resources).set_display_name("estimate-blocked")
-                    dropped.set_caching_options(False)
+                _fail_run_on(estimate, condition="accuracy-dropped", display_name="estimate-blocked",
+                             resources=resources)
             check = nightly_drift_op(
                 serving_snapshot=snapshot.output,
                 model_name=model_name,
@@ -91,10 +97,7 @@ def build_nightly_drift(*, run_date: str, resources_file: Path | None = None,
             apply(check, "nightly-drift", resources).set_display_name("nightly-drift")
             mount_mlflow_credentials(check, "nightly-drift", credentials)
             check.set_caching_options(False)
-            with dsl.If(check.outputs["Output"] == "fail", name="drift-detected"):
-                blocked = blocked_op(verdict=check.outputs["verdict"])
-                apply(blocked, "blocked", resources).set_display_name("drift-blocked")
-                blocked.set_caching_options(False)
+            _fail_run_on(check, condition="drift-detected", display_name="drift-blocked", resources=resources)
         return finisher.output
 
     return one_line_descriptions(nightly_drift)
@@ -161,10 +164,8 @@ def build_nightly_drift_fanout(*, run_date: str, shards: int = 4, resources_file
                 apply(estimate, "nightly-drift", resources).set_display_name("nightly-estimate")
                 mount_mlflow_credentials(estimate, "nightly-drift", credentials)
                 estimate.set_caching_options(False)
-                with dsl.If(estimate.outputs["Output"] == "fail", name="accuracy-dropped"):
-                    dropped = blocked_op(verdict=estimate.outputs["verdict"])
-                    apply(dropped, "blocked", resources).set_display_name("estimate-blocked")
-                    dropped.set_caching_options(False)
+                _fail_run_on(estimate, condition="accuracy-dropped", display_name="estimate-blocked",
+                             resources=resources)
             plan = nightly_drift_plan_op(serving_snapshot=snapshot.output, model_name=model_name,
                                          tracking_uri=mlflow_tracking_uri, alias=alias)
             apply(plan, "nightly-drift", resources).set_display_name("fetch-profile").set_caching_options(False)
@@ -181,10 +182,7 @@ def build_nightly_drift_fanout(*, run_date: str, shards: int = 4, resources_file
                 pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, pushgateway_url=pushgateway_url)
             apply(check, "nightly-drift", resources).set_display_name("nightly-drift").set_caching_options(False)
             mount_mlflow_credentials(check, "nightly-drift", credentials)
-            with dsl.If(check.outputs["Output"] == "fail", name="drift-detected"):
-                blocked = blocked_op(verdict=check.outputs["verdict"])
-                apply(blocked, "blocked", resources).set_display_name("drift-blocked")
-                blocked.set_caching_options(False)
+            _fail_run_on(check, condition="drift-detected", display_name="drift-blocked", resources=resources)
         return finisher.output
 
     return one_line_descriptions(nightly_drift_fanout)
