@@ -2,6 +2,7 @@
 verdict either way, and partials that do not add up to the snapshot are errors naming what is wrong."""
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -76,10 +77,21 @@ def test_a_snapshot_of_files_estimates_what_the_same_rows_in_one_file_do(files, 
 
 def test_partials_that_miss_a_shard_or_come_from_another_profile_are_errors(files, snapshot, tmp_path):
     current, profile = snapshot
-    parts = _shards(files, snapshot, tmp_path, 3)
-    with pytest.raises(InputError, match=r"partials: expected shards that read the 5 files .* found 2 partials "
-                                         r"that read 4 files"):
+    parts = _shards(files, snapshot, tmp_path, 3)  # of five files: shard 0 reads two, 1 two, 2 one
+    with pytest.raises(InputError, match=r"partials: expected shards that read each of the 5 files .* once, found "
+                                         r"not read: .*\.parquet$"):
         estimate(onnx=files["model"], profile=profile, current=current, options=OPTIONS, partials=parts[:2])
+    # as many files as the snapshot's, but shard 0's twice and shard 1's never
+    with pytest.raises(InputError, match=r"found read twice: .*part-0 and .*part-0\); not read: "):
+        estimate(onnx=files["model"], profile=profile, current=current, options=OPTIONS,
+                 partials=[parts[0], parts[0], parts[2]])
+    # a file added to the snapshot after the shards read it
+    (Path(current) / "late.parquet").write_bytes(next(Path(current).rglob("*.parquet")).read_bytes())
+    try:
+        with pytest.raises(InputError, match=r"found not read: late\.parquet$"):
+            estimate(onnx=files["model"], profile=profile, current=current, options=OPTIONS, partials=parts)
+    finally:
+        (Path(current) / "late.parquet").unlink()
     other = tmp_path / "other.profile"
     estimate(onnx=files["model"], reference=files["reference"], current=files["ignored"], profile_out=other,
              options=replace(EstimateOptions(), seed=1))
@@ -98,7 +110,9 @@ def test_partials_that_miss_a_shard_or_come_from_another_profile_are_errors(file
     pytest.param(lambda a: a.update(header=np.array(str(a["header"]).replace('"samples": ', '"samples": 1'))),
                  "header.samples: expected non-negative counts that agree", id="samples-disagree"),
     pytest.param(lambda a: a.update(header=np.array("{}")), r"header.schema/version: expected "
-                                                            r"skewgate.estimate-partial v1", id="not-a-partial"),
+                                                            r"skewgate.estimate-partial v2", id="not-a-partial"),
+    pytest.param(lambda a: a.update(header=np.array(str(a["header"]).replace('"files": [', '"files": [7, '))),
+                 r"header.files: expected the list of files the shard read", id="files-not-names"),
 ])
 def test_a_damaged_partial_is_an_error_naming_its_field(files, snapshot, tmp_path, damage, message):
     current, profile = snapshot

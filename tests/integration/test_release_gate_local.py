@@ -24,7 +24,8 @@ def data(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def runs(data, mlflow_url, tmp_path_factory):
-    """good, defective and weak release gates, then nightly drift on healthy and on unscaled serving data."""
+    """good, defective and weak release gates (the good one's estimating its accuracy, so the champion carries an
+    estimate profile), then nightly drift and estimate on healthy and on unscaled serving data."""
     root = tmp_path_factory.mktemp("kfp")
     tracking = mlflow_log.connect(mlflow_url, experiment=NAME)
     public_key = signing_keys(tmp_path_factory.mktemp("keys"))
@@ -33,12 +34,12 @@ def runs(data, mlflow_url, tmp_path_factory):
                                "calibration_data": str(data.calibration),
                                "reference_data": str(data.reference), "current_data": str(data.current),
                                "model_name": NAME, "mlflow_tracking_uri": mlflow_url,
-                               "trusted_public_keys": public_key})
+                               "trusted_public_keys": public_key, "estimate_accuracy": label == "good"})
         for label in ("good", "defective", "weak")
     }
     plan |= {
         f"nightly-{label}": (nightly_drift_local, {"serving_snapshot": str(snapshot), "model_name": NAME,
-                                                   "mlflow_tracking_uri": mlflow_url})
+                                                   "mlflow_tracking_uri": mlflow_url, "estimate_accuracy": True})
         for label, snapshot in (("healthy", data.current), ("bug", data.serving_bug))
     }
     outcome = {}
@@ -58,20 +59,25 @@ def test_good_candidate_is_promoted_and_the_run_succeeds(runs, mlflow_url):
     run, _parent, verdicts = runs["good"]
     assert run.succeeded and run.output == "promoted"
     assert _statuses(verdicts) == {"export": "pass", "calibrate": "pass", "drift": "pass", "parity": "pass",
-                                   "probe": "pass", "compare": "pass", "promote": "pass"}
+                                   "probe": "pass", "compare": "pass", "estimate": "pass", "promote": "pass"}
     assert "first promotion" in verdicts["compare"].check("champion").detail
+    assert verdicts["promote"].check("evidence.estimate").passed  # estimated: then required
     client = MlflowClient(mlflow_url)
     version = client.get_model_version_by_alias(NAME, "champion")
     assert version.version == verdicts["promote"].details["version"]
     # a handful of tags (the nightly runs of this session add theirs, two); every step's row is in the description
-    assert set(version.tags) - {"skewgate.drift.nightly", "skewgate.drift.series.state"} == {
+    nightly = {"skewgate.drift.nightly", "skewgate.drift.series.state", "skewgate.estimate.nightly",
+               "skewgate.estimate.history"}
+    assert set(version.tags) - nightly == {
         "skewgate.onnx_sha256", "skewgate.attestation.champion.uri", "skewgate.promotion.champion.status",
-        "skewgate.promotion.champion.reason",
-        "skewgate.drift.profile_uri", "skewgate.drift.profile_sha256"}
+        "skewgate.promotion.champion.reason", "skewgate.drift.profile_uri", "skewgate.drift.profile_sha256",
+        "skewgate.estimate.profile_uri", "skewgate.estimate.profile_sha256"}
+    assert version.tags["skewgate.estimate.profile_sha256"] == \
+        verdicts["estimate"].registry_tags["skewgate.estimate.profile_sha256"]
     assert version.tags["skewgate.onnx_sha256"] == verdicts["export"].subject.sha256
     assert verdicts["drift"].subject.sha256 == verdicts["export"].subject.sha256
     assert verdicts["probe"].subject.sha256 == verdicts["export"].subject.sha256
-    for step in ("export", "calibrate", "drift", "parity", "probe", "compare"):
+    for step in ("export", "calibrate", "drift", "parity", "probe", "compare", "estimate"):
         assert f"| {step} | pass |" in version.description
     assert verdicts["parity"].details["pairs"] == ["torch_vs_fp32", "fp32_vs_int8"]
 
@@ -115,7 +121,8 @@ def test_every_step_left_a_nested_run_with_metrics_and_artifacts(runs, mlflow_ur
         parent = runs[label][1]
         children = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{parent}'")
         steps = {c.data.tags["skewgate.step"]: c for c in children}
-        assert set(steps) == {"export", "calibrate", "drift", "parity", "probe", "compare", "promote"}
+        estimated = {"estimate"} if label == "good" else set()  # the one gate run with estimate_accuracy
+        assert set(steps) == {"export", "calibrate", "drift", "parity", "probe", "compare", "promote", *estimated}
         assert {a.path for a in client.list_artifacts(steps["compare"].info.run_id)} >= {
             "compare.verdict.json", "comparison.json", "comparison.md"}
         assert "export.outputs_match.linear" in steps["export"].data.metrics
@@ -134,8 +141,10 @@ def test_every_step_left_a_nested_run_with_metrics_and_artifacts(runs, mlflow_ur
 def test_nightly_drift_tags_the_champion_and_fails_on_drift(runs, mlflow_url):
     healthy_run, _, healthy = runs["nightly-healthy"]
     bug_run, _, bug = runs["nightly-bug"]
-    assert healthy_run.succeeded and _statuses(healthy) == {"nightly-drift": "pass"}
-    assert not bug_run.succeeded and _statuses(bug) == {"nightly-drift": "fail"}
+    assert healthy_run.succeeded and _statuses(healthy) == {"nightly-drift": "pass", "nightly-estimate": "pass"}
+    assert not bug_run.succeeded and _statuses(bug) == {"nightly-drift": "fail", "nightly-estimate": "fail"}
+    # the estimate from the profile the release gate stored: unscaled pixels score outside what it calibrated
+    assert "not judged" in bug["nightly-estimate"].check("performance.estimated_drop").detail
     # the series decides the night (#33): its alarm fails the run; tonight's joint drift is reported beside it
     assert bug["nightly-drift"].message == "failed: series.anytime_valid"
     assert not bug["nightly-drift"].check("joint_drift").passed

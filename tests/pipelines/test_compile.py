@@ -26,17 +26,25 @@ def _gate(spec):
 WAYS = ("served-whole", "served-step-by-step", "served-step-by-step-from-initial-state")
 
 
-def _ways(spec):
+def _ways(spec, *, estimated=False):
     """The three ways a candidate is served (whole; STEP from zeros; STEP from an initial state), each a branch of
-    one condition holding parity, the probe and promote: branch name → {task name without KFP's `-N` suffix:
-    (task, its name in the spec)}."""
+    one condition holding parity, the probe and a condition on `estimate_accuracy`, whose two branches each hold
+    promote (and, `estimated`, the estimate): branch name → {task name without KFP's `-N` suffix: (task, its name
+    in the spec)} of the way's tasks and of the estimate branch `estimated` picks."""
     import re
+
+    def named(tasks):
+        return {re.sub(r"-\d+$", "", name): (task, name) for name, task in tasks.items()
+                if not name.startswith("condition-branches")}
 
     branches = spec.components[_gate(spec)["condition-branches-2"].component_ref.name].dag.tasks
     ways = {}
     for branch in branches.values():
         tasks = spec.components[branch.component_ref.name].dag.tasks
-        ways[branch.task_info.name] = {re.sub(r"-\d+$", "", name): (task, name) for name, task in tasks.items()}
+        (inner,) = [task for name, task in tasks.items() if name.startswith("condition-branches")]
+        (picked,) = [sub for sub in spec.components[inner.component_ref.name].dag.tasks.values()
+                     if (sub.task_info.name == "estimate-accuracy") == estimated]
+        ways[branch.task_info.name] = named(tasks) | named(spec.components[picked.component_ref.name].dag.tasks)
     return ways
 
 
@@ -49,7 +57,8 @@ def _producer(task, artifact):
     if source.HasField("task_output_artifact"):
         produced = source.task_output_artifact
         return re.sub(r"-\d+$", "", produced.producer_task) + f"-{produced.output_artifact_key}"
-    return source.component_input_artifact.removeprefix("pipelinechannel--")
+    # `<task>-N-<output>` of a task in an outer branch
+    return re.sub(r"-\d+(?=-[a-z_]+$)", "", source.component_input_artifact.removeprefix("pipelinechannel--"))
 
 
 def test_pipeline_has_the_expected_tasks(spec):
@@ -63,6 +72,7 @@ def test_pipeline_has_the_expected_tasks(spec):
     assert set(ways["served-whole"]) == judged
     assert set(ways["served-step-by-step"]) == judged | {"importer"}  # the STEP model
     assert set(ways["served-step-by-step-from-initial-state"]) == judged | {"importer"}
+    assert set(_ways(spec, estimated=True)["served-whole"]) == judged | {"estimate-op"}
     branches = spec.components[_gate(spec)["condition-branches-2"].component_ref.name].dag.tasks.values()
     last = spec.components[next(b for b in branches if b.task_info.name == WAYS[2]).component_ref.name]
     assert len([name for name in last.dag.tasks if name.startswith("importer")]) == 2  # STEP, initial state
@@ -100,17 +110,39 @@ def test_parity_takes_the_optional_fp16_candidate(spec):
     assert spec.root.input_definitions.parameters["fp16_candidate"].default_value.bool_value is False
 
 
+@pytest.mark.parametrize("estimated", [False, True], ids=["no-estimate", "estimate-accuracy"])
 @pytest.mark.parametrize("way", WAYS)
-def test_promote_consumes_the_export_outputs(spec, way):
-    tasks = {name: task for name, (task, _) in _ways(spec)[way].items()}
+def test_promote_consumes_the_export_outputs(spec, way, estimated):
+    tasks = {name: task for name, (task, _) in _ways(spec, estimated=estimated)[way].items()}
     promote = tasks["promote-op"]
     assert _producer(promote, "onnx_model") == "export-op-onnx_model"
     assert _producer(promote, "export_verdict") == "export-op-verdict"
     required = promote.inputs.parameters["required_steps"]
-    assert required.runtime_value.constant.string_value == "export,calibrate,drift,parity,probe,compare"
+    assert required.runtime_value.constant.string_value == \
+        "export,calibrate,drift,parity,probe,compare" + (",estimate" if estimated else "")
     for step, task in (("drift", "drift-op"), ("compare", "compare-op"), ("calibrate", "calibrate-op"),
                        ("parity", "parity-op"), ("probe", "triton-probe-op")):
         assert _producer(promote, f"{step}_verdict") == f"{task}-verdict"
+    handed = {"estimate_verdict", "estimate_attestation"} & set(promote.inputs.artifacts)
+    assert handed == ({"estimate_verdict", "estimate_attestation"} if estimated else set())
+    if estimated:
+        assert _producer(promote, "estimate_attestation") == "estimate-op-attestation"
+
+
+def test_the_estimate_fits_on_the_eval_data_and_estimates_on_the_current_data(spec):
+    estimate = _ways(spec, estimated=True)["served-whole"]["estimate-op"][0]
+    assert estimate.caching_options.enable_cache is False
+    assert _producer(estimate, "onnx_model") == "export-op-onnx_model"
+    examples = _gate(spec)["export-op"].inputs.artifacts["example_inputs"].task_output_artifact.producer_task
+    currents = _gate(spec)["drift-op"].inputs.artifacts["current_data"].task_output_artifact.producer_task
+    for artifact, importer in (("reference_data", examples), ("current_data", currents)):  # KFP's `-N` kept
+        assert estimate.inputs.artifacts[artifact].component_input_artifact == f"pipelinechannel--{importer}-artifact"
+    bound = {name: p.component_input_parameter.removeprefix("pipelinechannel--")
+             for name, p in estimate.inputs.parameters.items() if p.component_input_parameter}
+    assert bound["features"] == "estimate_features" and bound["max_drop"] == "estimate_max_drop"
+    params = spec.root.input_definitions.parameters
+    assert params["estimate_accuracy"].default_value.bool_value is False  # as the nightly's
+    assert params["estimate_max_drop"].default_value.number_value == 0.02
 
 
 @pytest.mark.parametrize("way", WAYS)
@@ -138,9 +170,11 @@ def test_compare_judges_the_exported_model_on_the_eval_data_with_pipeline_thresh
     assert params["compare_max_churn"].default_value.number_value == -1.0
 
 
+@pytest.mark.parametrize("estimated", [False, True], ids=["no-estimate", "estimate-accuracy"])
 @pytest.mark.parametrize("way", WAYS)
-def test_promote_is_uncached_and_not_retried_and_a_refusal_runs_gate_blocked(spec, way):
-    (promote, promote_name), (condition, _) = _ways(spec)[way]["promote-op"], _ways(spec)[way]["condition"]
+def test_promote_is_uncached_and_not_retried_and_a_refusal_runs_gate_blocked(spec, way, estimated):
+    tasks = _ways(spec, estimated=estimated)[way]
+    (promote, promote_name), (condition, _) = tasks["promote-op"], tasks["condition"]
     assert promote.caching_options.enable_cache is False
     assert not promote.HasField("retry_policy")
     assert condition.trigger_policy.condition == (
@@ -231,10 +265,13 @@ def test_every_step_requests_and_limits_cpu_and_memory(spec):
     resources = _resources(spec)
     assert {re.sub(r"-\d+$", "", label) for label in resources} == {
         "exec-export-op", "exec-calibrate-op", "exec-drift-op", "exec-parity-op", "exec-triton-probe-op",
-        "exec-compare-op", "exec-promote-op", "exec-blocked", "exec-finish-run-op"}
+        "exec-compare-op", "exec-estimate-op", "exec-promote-op", "exec-blocked", "exec-finish-run-op"}
     for way in (2, 3):  # each way of serving the candidate sizes its steps alike
-        for step in ("parity-op", "triton-probe-op", "promote-op", "blocked"):
+        for step in ("parity-op", "triton-probe-op", "estimate-op"):
             assert resources[f"exec-{step}-{way}"] == resources[f"exec-{step}"]
+    for copy in range(2, 7):  # promote with and without the estimate, in each way
+        for step in ("promote-op", "blocked"):
+            assert resources[f"exec-{step}-{copy}"] == resources[f"exec-{step}"]
     for label, (cpu, cpu_limit, memory, memory_limit, accelerator, _count) in resources.items():
         assert cpu and cpu_limit and memory and memory_limit, label
         assert not accelerator, f"{label}: the CPU pipeline asks for no accelerator"
@@ -302,6 +339,7 @@ def test_steps_that_answer_about_a_live_server_are_uncached(spec):
     for way in WAYS:
         for name in ("triton-probe-op", "parity-op", "promote-op"):
             assert _ways(spec)[way][name][0].caching_options.enable_cache is False, (way, name)
+        assert _ways(spec, estimated=True)[way]["promote-op"][0].caching_options.enable_cache is False, way
     for name in ("export-op", "calibrate-op", "drift-op", "compare-op"):
         assert tasks[name].caching_options.enable_cache is False, name
     assert spec.root.dag.tasks["finish-run-op"].caching_options.enable_cache is False
@@ -327,9 +365,7 @@ def test_the_signing_secret_is_mounted_into_the_signing_steps_only(tmp_path):
     assert main(["pipeline", "compile", "--out", str(out), "--signing-secret", "skewgate-signing-key"]) == 0
     platform = list(yaml.safe_load_all(out.read_text()))[1]["platforms"]["kubernetes"]["deploymentSpec"]
     executors = platform["executors"]
-    signing = {"exec-export-op", "exec-calibrate-op", "exec-drift-op", "exec-parity-op", "exec-triton-probe-op",
-               "exec-compare-op", "exec-promote-op"} | {
-        f"exec-{step}-{way}" for step in ("parity-op", "triton-probe-op", "promote-op") for way in (2, 3)}
+    signing = {"exec-export-op", "exec-calibrate-op", "exec-drift-op", "exec-compare-op", *RELEASE_GATE_COPIES}
     assert signing <= set(executors)
     for name in signing:
         (volume,) = executors[name]["secretAsVolume"]
@@ -341,6 +377,11 @@ def test_the_signing_secret_is_mounted_into_the_signing_steps_only(tmp_path):
 
 
 PIPELINE_NAMES = ["release-gate", "nightly-drift", "nightly-drift-fanout"]
+# The release gate's steps that each way of serving (whole, STEP from zeros, from an initial state) runs in copies
+# of its own: parity, the probe and the estimate once per way, promote with and without the estimate in each.
+RELEASE_GATE_COPIES = {f"exec-{step}{suffix}" for step in ("parity-op", "triton-probe-op", "estimate-op")
+                       for suffix in ("", "-2", "-3")} | {
+    "exec-promote-op", *(f"exec-promote-op-{copy}" for copy in range(2, 7))}
 
 
 def _container_components(compiled):
@@ -428,10 +469,8 @@ def _secret_env(out):
 
 
 MLFLOW_TASKS = {
-    "release-gate": {"exec-export-op", "exec-calibrate-op", "exec-drift-op", "exec-parity-op",
-                     "exec-triton-probe-op", "exec-compare-op", "exec-promote-op", "exec-finish-run-op"}
-    # the same three steps in the two ways of serving a stateful model (STEP from zeros, from an initial state)
-    | {f"exec-{step}-{way}" for step in ("parity-op", "triton-probe-op", "promote-op") for way in (2, 3)},
+    "release-gate": {"exec-export-op", "exec-calibrate-op", "exec-drift-op", "exec-compare-op",
+                     "exec-finish-run-op", *RELEASE_GATE_COPIES},
     "nightly-drift": {"exec-nightly-drift-op", "exec-nightly-estimate-op", "exec-finish-run-op"},
     "nightly-drift-fanout": {"exec-nightly-drift-plan-op", "exec-nightly-drift-merge-op", "exec-finish-run-op",
                              "exec-nightly-estimate-plan-op", "exec-nightly-estimate-merge-op"},

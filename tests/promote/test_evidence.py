@@ -319,6 +319,34 @@ def test_a_verdict_cannot_write_outside_its_own_prefix(onnx_file, tmp_path):
     assert "| export | fail |" in registry.descriptions[(NAME, "1")]
 
 
+@pytest.mark.parametrize(
+    ("required", "key", "tagged"),
+    [
+        pytest.param(("export", "estimate"), "pipeline", True, id="required-and-signed"),
+        pytest.param(("export",), "pipeline", False, id="not-required"),
+        pytest.param(("export", "estimate"), None, False, id="required-but-unsigned"),
+    ],
+)
+def test_only_judged_evidence_tags_the_profile_the_nightly_trusts(onnx_file, tmp_path, required, key, tagged):
+    """The estimate profile's tags are what the nightly estimates from: a verdict no check judged (not required,
+    or refused) must not put them on the version, even where the promotion goes through."""
+    from skewgate.common import mlflow_conventions as conv
+    from skewgate.common.verdict import Verdict
+
+    sha = sha256_file(onnx_file)
+    profile = {conv.ESTIMATE_PROFILE_URI_TAG: "runs:/r/profile/estimate.profile",
+               conv.ESTIMATE_PROFILE_SHA_TAG: "a" * 64}
+    estimate = Verdict.from_checks("estimate", PASSING, subject=_verdict("export", PASSING, sha).subject,
+                                   registry_tags=profile)
+    folder = _write(tmp_path / "v", _verdict("export", PASSING, sha))
+    _write(folder, estimate, key=PIPELINE_KEY if key else None)
+    registry = FakeRegistry()
+    result = promote(model_name=NAME, onnx=onnx_file, verdicts_dir=folder, registry=registry, required=required)
+    assert result.status == ("fail" if key is None else "pass")
+    tags = registry.versions[NAME]["1"]
+    assert (set(profile) <= set(tags)) == tagged and (not tagged) == (not set(profile) & set(tags))
+
+
 def test_refusing_the_champions_own_file_leaves_the_champion_as_it_was(onnx_file, tmp_path):
     sha = sha256_file(onnx_file)
     registry = FakeRegistry()

@@ -11,6 +11,7 @@ from skewgate.common.cli_support import write_report
 from skewgate.common.io import sha256_file
 from skewgate.common.recording import StepResult
 from skewgate.common.verdict import Check, Subject, Verdict
+from skewgate.drift.core import DriftOptions
 from skewgate.export.run import ExportOptions
 from tests.support.browser import chromium, visible_text
 from tests.support.mlflow_server import mlflow_server
@@ -52,7 +53,8 @@ def server(tmp_path_factory):
 @pytest.fixture
 def promote(tmp_path, tiny_onnx, keys, server, monkeypatch):
     """promote(name, export_passes=True) → exit code: export, drift and calibrate verdicts about one file,
-    signed, promoted under `name` with export required."""
+    signed, promoted under `name` with export and drift required (calibrate's verdict is not judged, so its tags
+    are not the version's)."""
     monkeypatch.setenv("SKEWGATE_TRUSTED_KEYS", str(keys[1]))
     onnx_path = tmp_path / "model.onnx"
     onnx_path.write_bytes(tiny_onnx.read_bytes())
@@ -66,13 +68,13 @@ def promote(tmp_path, tiny_onnx, keys, server, monkeypatch):
                                                       detail="BatchNorm traced in training mode: features.1")],
                                      subject=subject).judged_with(ExportOptions())
         drift = Verdict.from_checks("drift", [Check("ks_drift", passed=True, value=0.4, limit=0.05)],
-                                    subject=subject, registry_tags=PROFILE)
+                                    subject=subject, registry_tags=PROFILE).judged_with(DriftOptions())
         calibrate = Verdict.from_checks("calibrate", [Check("accuracy_drop", passed=True, value=0.001, limit=0.01)],
                                         subject=subject, registry_tags=CALIBRATE_TAGS)
         for verdict in (export, drift, calibrate):
             write_report(StepResult.unrecorded(verdict, str(keys[0])), verdicts / f"{verdict.step}.json")
         return main(["promote", "--model-name", name, "--onnx", str(onnx_path), "--verdicts", str(verdicts),
-                     "--tracking-uri", server, "--experiment", name, "--require", "export",
+                     "--tracking-uri", server, "--experiment", name, "--require", "export,drift",
                      "--trusted-key", str(keys[1])])
 
     return run
@@ -92,7 +94,7 @@ def test_a_promoted_version_has_a_handful_of_tags_and_the_evidence_table(promote
     first, *rest = text.splitlines()
     # the versions table shows the first line as it is: plain words, no Markdown
     digest = version.tags[conv.ONNX_DIGEST_TAG]
-    assert first == f"skewgate: promoted. 1 of 1 required steps passed for sha256 {digest[:12]}."
+    assert first == f"skewgate: promoted. 2 of 2 required steps passed for sha256 {digest[:12]}."
     assert not set(first) & set("*_`[]#|")
     assert "| step | status | key figure | verdict sha256 |" in rest
     rows = {line.split(" | ")[0].strip("| "): line for line in rest if line.startswith("| ") and "---" not in line}
@@ -113,7 +115,7 @@ def test_a_refused_version_says_why_in_its_description_and_tags(promote, server)
     assert promote("refused-view", export_passes=False) == 1
     version = MlflowClient(server).get_model_version("refused-view", "1")
     assert len(version.tags) <= 6 and version.tags["skewgate.promotion.champion.status"] == "refused"
-    assert version.description.startswith("skewgate: refused. 0 of 1 required steps passed")
+    assert version.description.startswith("skewgate: refused. 1 of 2 required steps passed")
     assert "| export | fail | lint\\.batchnorm\\_eval\\_mode: BatchNorm traced in training mode: features\\.1 |" \
         in version.description
     assert "Refused because:" in version.description
@@ -140,7 +142,7 @@ def test_the_version_page_shows_the_table_and_its_link_opens_the_run(promote, se
     version = client.get_model_version("browsed", "1")
     _href, text = visible_text(f"{server}/#/models/browsed/versions/1",
                                until=lambda _h, t: "key figure" in t, timeout_s=60)
-    assert "skewgate: promoted. 1 of 1 required steps passed" in text and "key figure" in text
+    assert "skewgate: promoted. 2 of 2 required steps passed" in text and "key figure" in text
     assert "**" not in text and "| step |" not in text  # rendered, not shown as Markdown source
     promote_run = client.get_run(version.run_id)
     parent = client.get_run(promote_run.data.tags["mlflow.parentRunId"])

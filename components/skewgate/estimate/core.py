@@ -21,6 +21,7 @@ import numpy as np
 
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_labels, sha256_file
+from skewgate.common.snapshot import relative_name, root_of
 from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
 from skewgate.estimate.data.batches import Inputs
 from skewgate.estimate.data.scoring import Scorer
@@ -162,7 +163,7 @@ def tally_shard(*, onnx: str | Path, profile: str | Path, current: str | Path, s
     tallied = (tally_current(scorer, fit, current=current, options=options, files=mine) if mine
                else CurrentTally.empty(fit))
     return save_partial(tallied, out, model_sha256=scorer.sha256, profile_sha256=sha256_file(profile),
-                        files=len(mine))
+                        files=_names(mine, current))
 
 
 def _from_profile(onnx: str | Path, profile: str | Path,
@@ -191,12 +192,16 @@ def _merged(scorer: Scorer, fit: ReferenceFit, partials: Sequence[str | Path], *
     if labelled:
         raise InputError("current_labels", expected="labels beside one pass over the snapshot (each sample's "
                          "prediction is needed)", found="labels with shards' partials")
-    tallied, read = merge_partials(partials, fit, model_sha256=scorer.sha256, profile_sha256=profile_sha256)
-    files = len(scorer.inputs(current, features=options.features, batch_rows=options.batch_rows).listed()[1])
-    if read != files:
-        raise InputError("partials", expected=f"shards that read the {files} files of {current} once",
-                         found=f"{len(partials)} partials that read {read} files")
-    return tallied
+    files = scorer.inputs(current, features=options.features, batch_rows=options.batch_rows).listed()[1]
+    return merge_partials(partials, fit, model_sha256=scorer.sha256, profile_sha256=profile_sha256,
+                          snapshot=_names(files, current), source=str(current))
+
+
+def _names(files: Sequence[str], current: str | Path) -> list[str]:
+    """The snapshot's files by their names under its root: what every task that lists it agrees on, wherever
+    its pod mounted the snapshot."""
+    root = root_of(str(current))
+    return [relative_name(path, root) for path in files]
 
 
 def fit_reference(scorer: Scorer, *, reference: str | Path, labels: str | Path | None,

@@ -12,8 +12,8 @@ from typing import Any
 MLFLOW_SECRET_ENV = "SKEWGATE_MLFLOW_SECRET"
 SECRET_KEY_TO_ENV = {"username": "MLFLOW_TRACKING_USERNAME", "password": "MLFLOW_TRACKING_PASSWORD"}
 # The steps whose pods log to MLflow or read its registry; the blocked steps and the shards' statistics do not.
-MLFLOW_STEPS = frozenset({"export", "calibrate", "drift", "parity", "probe", "compare", "promote", "finish",
-                          "nightly-drift", "nightly-drift-plan"})
+MLFLOW_STEPS = frozenset({"export", "calibrate", "drift", "parity", "probe", "compare", "estimate", "promote",
+                          "finish", "nightly-drift", "nightly-drift-plan"})
 
 
 def mlflow_secret(explicit: str | None = None) -> str:

@@ -1,10 +1,16 @@
-"""The release-gate pipeline: export → calibrate-int8 → (drift ∥ parity-diff ∥ triton-probe ∥ compare) → promote.
+"""The release-gate pipeline: export → calibrate-int8 → (drift ∥ parity-diff ∥ triton-probe ∥ compare
+[∥ estimate]) → promote.
 
 Given a stateful model's STEP model (`stream_model`: the model as served, one step at a time with its state fed
 back), parity also drives STEP step by step against the candidate on whole sequences, the probe deploys STEP under
 Triton's sequence batcher instead of the candidate, and promote requires their stream checks and registers STEP
 beside as `<model>-step`. KFP cannot hand an optional artifact to a task, so the three ways (no STEP model; STEP
 from zeros; STEP from `stream_initial_state`) are three branches of one condition, each ending in promote.
+
+With `estimate_accuracy`, an estimate task fits the calibration of the candidate's scores on `eval_data` (its
+labels) and estimates its accuracy on `current_data`; promote then requires its verdict too and records its
+estimate profile with the version, which the nightly's `estimate_accuracy` reads. Each way of serving therefore
+ends in two promote tasks, one under each value of the flag (the same reason: no optional artifact).
 
 Promote runs last, uncached and never retried by KFP (a refusal is an answer, not a transient error); when it
 refuses, `plumbing.blocked` (shown as `gate-blocked`) fails the run so the KFP UI and alerting show the block. An
@@ -22,6 +28,7 @@ from skewgate.calibrate.component import calibrate_op
 from skewgate.common.images import GPU_IMAGE
 from skewgate.compare.component import compare_op
 from skewgate.drift.component import drift_op
+from skewgate.estimate.component import estimate_op
 from skewgate.export.component import export_op
 from skewgate.parity.component import parity_op
 from skewgate.pipelines.credentials import mlflow_secret, mount_mlflow_credentials
@@ -86,6 +93,9 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
         stream_initial_state: str = "",
         drift_timestamp: str = "",
         drift_period: str = "none",
+        estimate_accuracy: bool = False,
+        estimate_features: str = "",
+        estimate_max_drop: float = 0.02,
     ) -> str:
         """Gate the promotion of one candidate; returns the outcome (`promoted`), which the exit handler
         `finish-mlflow-run` also writes to the MLflow parent run. A refused promotion fails the run in
@@ -137,6 +147,13 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
             drift_period: Drift period — `weekday`: the profile stored for the nightly check holds one profile
                 per weekday of the timestamp column, and each night is judged against its own weekday's; the
                 release check judges the whole reference (`none`: one profile).
+            estimate_accuracy: Estimate accuracy — calibrate the candidate's scores on `eval_data` (its `labels`)
+                and estimate its accuracy on `current_data` without labels; promote requires that verdict and
+                stores the estimate profile with the version, which the nightly's `estimate_accuracy` needs.
+            estimate_features: Estimate's model input columns — comma-separated `current_data` columns that are
+                the model's input (Parquet/CSV current data; empty for `.npz`).
+            estimate_max_drop: Estimate's max drop — largest drop of the estimated accuracy below the accuracy
+                realised on `eval_data` (0.02 = 2 points).
         """
         # The exit handler ends the run's MLflow parent run with the outcome, however the tasks below end.
         finisher = add_finisher(pipeline="release-gate", tracking_uri=mlflow_tracking_uri, experiment=model_name,
@@ -206,7 +223,8 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
                 task.set_caching_options(False)
 
             def judge_serving_and_promote(step: Any = None, initial_state: Any = None) -> None:
-                """parity, the probe and promote, for the candidate served whole or (`step`) step by step."""
+                """parity, the probe and promote (with or without an estimate), for the candidate served whole
+                or (`step`) step by step."""
                 stream = {"states": stream_states,
                           **({"initial_state": initial_state} if initial_state is not None else {})}
                 # Triton against the model is probe's fact; parity judges PyTorch vs ORT FP32, INT8 and FP16.
@@ -236,7 +254,27 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
                 # uncached: a live server may have changed since a cached answer, and evidence is of this run
                 for task in (parity, probe):
                     task.set_caching_options(False)
+                with dsl.If(estimate_accuracy == True, name="estimate-accuracy"):  # noqa: E712 (a KFP condition)
+                    estimate = estimate_op(
+                        onnx_model=export.outputs["onnx_model"],
+                        reference_data=data.output,
+                        current_data=current.output,
+                        features=estimate_features,
+                        max_drop=estimate_max_drop,
+                        tracking_uri=mlflow_tracking_uri,
+                        experiment=model_name,
+                        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                    )
+                    sized(estimate, "estimate", "estimate-accuracy")
+                    estimate.set_caching_options(False)
+                    promote_on(parity, probe, step, estimate)
+                with dsl.Else(name="no-estimate"):
+                    promote_on(parity, probe, step)
 
+            def promote_on(parity: Any, probe: Any, step: Any, estimate: Any = None) -> None:
+                """promote on every step's evidence (and `estimate`'s, then required too), then `gate-blocked`
+                when it refuses."""
+                required = (*REQUIRED_STEPS, "estimate") if estimate is not None else REQUIRED_STEPS
                 promote = promote_op(
                     onnx_model=export.outputs["onnx_model"],
                     int8_model=calibrate.outputs["int8_model"],
@@ -258,11 +296,13 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
                     model_name=model_name,
                     tracking_uri=mlflow_tracking_uri,
                     alias=alias,
-                    required_steps=",".join(REQUIRED_STEPS),
+                    required_steps=",".join(required),
                     allow_warn=allow_warn,
                     pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
                     policy=policy,
                     **({"stream_model": step} if step is not None else {}),
+                    **({"estimate_verdict": estimate.outputs["verdict"],
+                        "estimate_attestation": estimate.outputs["attestation"]} if estimate is not None else {}),
                 )
                 sized(promote, "promote", "promote")
                 promote.set_caching_options(False)

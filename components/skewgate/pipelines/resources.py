@@ -52,6 +52,7 @@ DEFAULTS: Mapping[str, StepResources] = {
     "parity": _r("1", "2", "1Gi", "2Gi"),
     "probe": _r("1", "2", "768Mi", "1536Mi"),  # the step and the tritonserver it may start, in one container
     "compare": _r("500m", "1", "768Mi", "1536Mi"),  # two ONNX Runtime sessions over the eval set
+    "estimate": _r("500m", "1", "768Mi", "1536Mi"),  # one session, eval and current data in record batches
     "promote": _r("500m", "1", "512Mi", "1Gi"),
     "nightly-drift": _r("1", "2", "768Mi", "1536Mi"),
     "blocked": _r("100m", "500m", "256Mi", "512Mi"),  # gate-blocked / drift-blocked: read a verdict, fail

@@ -11,7 +11,7 @@ from typing import Any
 SIGNING_SECRET_ENV = "SKEWGATE_SIGNING_SECRET"
 MOUNT_PATH = "/var/run/secrets/skewgate-signing"
 KEY_FILE = "skewgate.key"  # the key the Secret must hold (what `skewgate keys generate` writes)
-SIGNING_STEPS = frozenset({"export", "calibrate", "drift", "parity", "probe", "compare", "promote"})
+SIGNING_STEPS = frozenset({"export", "calibrate", "drift", "parity", "probe", "compare", "estimate", "promote"})
 
 
 def signing_secret(explicit: str | None = None) -> str:

@@ -37,9 +37,11 @@ def promote_op(
     pipeline_run_id: str = "",
     policy: str = "",
     stream_model: dsl.Input[dsl.Model] = None,  # KFP: an optional input artifact
+    estimate_verdict: dsl.Input[dsl.Artifact] = None,  # optional, with its attestation
+    estimate_attestation: dsl.Input[dsl.Artifact] = None,
 ) -> str:
     """Promote only on complete, matching, signed evidence; returns `pass` (promoted) or `fail` (refused). (Long:
-    KFP shows each of the fifteen artifacts' `Args` line in its UI.)
+    KFP shows each of the eighteen artifacts' `Args` line in its UI.)
 
     Defaults equal `PromoteOptions` (KFP needs them spelled out; a test holds them equal).
 
@@ -75,6 +77,9 @@ def promote_op(
             verdict may have been judged with; empty: the release gate's defaults.
         stream_model: A stateful model's STEP model (served step by step), if any: the probe's verdict must be
             about it, parity's and probe's verdicts must hold their stream checks; registered as `<model_name>-step`.
+        estimate_verdict: The estimate's verdict, if estimated (judged like the others when `estimate` is required;
+            its estimate profile is then recorded with the version for the nightly estimate).
+        estimate_attestation: The estimate's signed envelope (with `estimate_verdict`).
     """
     import tempfile
     from pathlib import Path
@@ -85,14 +90,16 @@ def promote_op(
     from skewgate.common.recording import TrackingOptions
     from skewgate.promote.run import PromoteOptions, gather_verdicts, run, split_steps
 
+    found = {"export": (export_verdict.path, export_attestation.path),
+             "calibrate": (calibrate_verdict.path, calibrate_attestation.path),
+             "drift": (drift_verdict.path, drift_attestation.path),
+             "parity": (parity_verdict.path, parity_attestation.path),
+             "probe": (probe_verdict.path, probe_attestation.path),
+             "compare": (compare_verdict.path, compare_attestation.path)}
+    if estimate_verdict is not None and estimate_attestation is not None:
+        found["estimate"] = (estimate_verdict.path, estimate_attestation.path)
     with tempfile.TemporaryDirectory() as work:
-        verdicts_dir = gather_verdicts({"export": (export_verdict.path, export_attestation.path),
-                                        "calibrate": (calibrate_verdict.path, calibrate_attestation.path),
-                                        "drift": (drift_verdict.path, drift_attestation.path),
-                                        "parity": (parity_verdict.path, parity_attestation.path),
-                                        "probe": (probe_verdict.path, probe_attestation.path),
-                                        "compare": (compare_verdict.path, compare_attestation.path)},
-                                       Path(work) / "verdicts")
+        verdicts_dir = gather_verdicts(found, Path(work) / "verdicts")
         options = PromoteOptions(alias=alias, required=split_steps(required_steps), allow_warn=allow_warn,
                                  trusted_keys=write_trusted_keys(trusted_public_keys, Path(work)),
                                  allow_unsigned=allow_unsigned, policy=write_policy(policy, Path(work)))

@@ -27,7 +27,7 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -332,7 +332,8 @@ def _record_evidence(registry: Registry, inputs: _Inputs, version: str, decision
     """The version's evidence tags and the signed attestations, read back before the alias moves: the URI of
     the attestations stored."""
     name, alias = inputs.model_name, inputs.alias
-    tags = evidence_tags(inputs.evidence, inputs.sha, inputs.policy.required)
+    judged = {c.name.removeprefix("evidence.") for c in decision.checks if c.passed and c.name.startswith("evidence.")}
+    tags = evidence_tags(inputs.evidence, inputs.sha, judged)
     tags.update(_attest(registry, name, version, inputs.evidence, decision, inputs.policy, signing_key, alias,
                         served=inputs.step_sha))
     registry.set_tags(name, version, tags)
@@ -490,16 +491,20 @@ def _register_beside(registry: Registry, companion: Companion, *, model_name: st
     return found
 
 
-def evidence_tags(evidence: Mapping[str, Evidence], sha: str, required: Sequence[str]) -> dict[str, str]:
+def evidence_tags(evidence: Mapping[str, Evidence], sha: str, judged: Collection[str]) -> dict[str, str]:
     """The version's evidence tags, a handful (`conv.MAX_VERSION_TAGS` with the outcome): the ONNX digest, and
     of what the steps ask to tag on it only what a later step reads back from the version
-    (`conv.READ_BACK_TAGS`: the drift profile). Each step's status, key figure and verdict digest go into the
-    description's table (`description`), its verdict and envelope into the attestations. A step writes only
-    under its own `skewgate.<step>.` prefix, so nothing a verdict says can overwrite what promote derives.
-    `required` is recorded by the description and the signed decision."""
+    (`conv.READ_BACK_TAGS`: the drift and estimate profiles). Each step's status, key figure and verdict digest go
+    into the description's table (`description`), its verdict and envelope into the attestations. A step writes
+    only under its own `skewgate.<step>.` prefix, so nothing a verdict says can overwrite what promote derives.
+    Only the steps of `judged` tag: those whose evidence check passed (required, accepted, about this file and
+    signed). A verdict no check judged (a step the policy does not require, an unsigned or foreign one) says
+    nothing about the version: its profile would otherwise become what the nightly trusts."""
 
     tags: dict[str, str] = {}
     for step, item in evidence.items():
+        if step not in judged:
+            continue
         prefix = f"skewgate.{step}."
         tags.update({k: v[:5000] for k, v in item.verdict.registry_tags.items()
                      if k.startswith(prefix) and k in conv.READ_BACK_TAGS})

@@ -4,8 +4,10 @@ A shard of the nightly fan-out runs the model on its files and saves its counts 
 counts the `Tally` keeps, how many samples had NaN/Inf scores and how many scored outside the calibrated range.
 The merge task adds the shards' counts (`merge_partials`) and judges once: since every file draws from its own
 streams, the merged counts are those one pass over the snapshot finds. A partial is an `.npz` (no pickles): a JSON
-`header` naming the model and profile it was tallied under, and the counts; the loader refuses a partial of another
-model or profile, or of another shape, naming the field.
+`header` naming the model and profile it was tallied under and the files it read, and the counts; the loader
+refuses a partial of another model or profile, or of another shape, naming the field, and the merge refuses
+partials that do not read every file of the snapshot exactly once (`check_cover`): counts are only added up when
+they are the whole snapshot's.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from skewgate.common.strict_json import Fields
 from skewgate.estimate.method.confusion import Tally
 from skewgate.estimate.method.profile import ReferenceFit
 
-SCHEMA, VERSION = "skewgate.estimate-partial", 1
+SCHEMA, VERSION = "skewgate.estimate-partial", 2  # 2: `files` lists the files read (1 counted them)
 
 
 @dataclass
@@ -47,34 +49,55 @@ class CurrentTally:
 
 
 def save_partial(tallied: CurrentTally, path: str | Path, *, model_sha256: str, profile_sha256: str,
-                 files: int) -> Path:
-    """`files`: how many of the snapshot's files this shard read (the merge checks none is counted twice)."""
+                 files: Sequence[str]) -> Path:
+    """`files`: the snapshot's files this shard read, as the snapshot lists them (the merge checks that the
+    shards read each once)."""
     path = Path(path)
     tally = tallied.tally
     header = {"schema": SCHEMA, "version": VERSION, "model_sha256": model_sha256, "profile_sha256": profile_sha256,
               "samples": tally.samples, "non_finite": tallied.non_finite, "extrapolated": tallied.extrapolated,
-              "files": files}
+              "files": list(files)}
     with path.open("wb") as handle:  # a handle: np.savez would otherwise append ".npz" to the name
         np.savez(handle, header=np.array(json.dumps(header)), **{n: getattr(tally, n) for n in Tally.COUNTS})
     return path
 
 
 def merge_partials(paths: Sequence[str | Path], fit: ReferenceFit, *, model_sha256: str,
-                   profile_sha256: str) -> tuple[CurrentTally, int]:
-    """Every partial's counts under `fit` added up, and the files they read."""
+                   profile_sha256: str, snapshot: Sequence[str], source: str) -> CurrentTally:
+    """Every partial's counts under `fit` added up, once they are sure to have read each file of `snapshot` (the
+    files of `source`, as it lists them now) exactly once."""
     if not paths:
         raise InputError("partials", expected="at least one shard's partial", found="none")
-    merged, files = CurrentTally.empty(fit), 0
+    merged, read = CurrentTally.empty(fit), dict[str, list[str]]()
     for path in paths:
-        part, read = _load(Path(path), fit, model_sha256=model_sha256, profile_sha256=profile_sha256)
+        part, files = _load(Path(path), fit, model_sha256=model_sha256, profile_sha256=profile_sha256)
         merged.tally.merge(part.tally)
         merged.non_finite += part.non_finite
         merged.extrapolated += part.extrapolated
-        files += read
-    return merged, files
+        for name in files:
+            read.setdefault(name, []).append(str(path))
+    check_cover(read, snapshot, source=source)
+    return merged
 
 
-def _load(path: Path, fit: ReferenceFit, *, model_sha256: str, profile_sha256: str) -> tuple[CurrentTally, int]:
+def check_cover(read: dict[str, list[str]], snapshot: Sequence[str], *, source: str) -> None:
+    """`read` (file → the partials that read it) covers `snapshot` once: no file read twice, none missed, none
+    that is not the snapshot's (it changed since the shards listed it). The message names up to three of each."""
+    def some(names: Sequence[str]) -> str:
+        return ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
+
+    twice = [f"{name} (by {' and '.join(read[name])})" for name in sorted(read) if len(read[name]) > 1]
+    missed = [name for name in snapshot if name not in read]
+    foreign = sorted(set(read) - set(snapshot))
+    problems = [f"{what}: {some(names)}" for what, names in (("read twice", twice), ("not read", missed),
+                                                            ("not in the snapshot now", foreign)) if names]
+    if problems:
+        raise InputError("partials", expected=f"shards that read each of the {len(snapshot)} files of {source} once",
+                         found="; ".join(problems))
+
+
+def _load(path: Path, fit: ReferenceFit, *, model_sha256: str,
+          profile_sha256: str) -> tuple[CurrentTally, list[str]]:
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
@@ -100,11 +123,16 @@ def _load(path: Path, fit: ReferenceFit, *, model_sha256: str, profile_sha256: s
             raise InputError(path, field=name, expected=f"non-negative {want.dtype} counts of shape {want.shape}",
                              found="no such array" if found is None else f"{found.dtype} {found.shape}")
         want[...] = found
-    counts = {key: top.integer(key) for key in ("samples", "non_finite", "extrapolated", "files")}
+    counts = {key: top.integer(key) for key in ("samples", "non_finite", "extrapolated")}
+    files = header.get("files")
+    if not isinstance(files, list) or not all(isinstance(name, str) for name in files) \
+            or len(set(files)) != len(files):
+        raise InputError(path, field="header.files", expected="the list of files the shard read, each once",
+                         found=repr(files)[:200])
     if min(counts.values()) < 0 or counts["extrapolated"] > counts["samples"] \
             or part.confidence_counts.sum() != counts["samples"]:
         raise InputError(path, field="header.samples", expected="non-negative counts that agree with the arrays",
                          found=", ".join(f"{k} {v}" for k, v in counts.items()))
     part.samples = counts["samples"]
     tallied.non_finite, tallied.extrapolated = counts["non_finite"], counts["extrapolated"]
-    return tallied, counts["files"]
+    return tallied, files
