@@ -1,7 +1,8 @@
 """`skewgate demo`: train the digits CNN, gate a good, a defective and a weak candidate through the release-gate
-pipeline (export, drift, layerwise parity, a real Triton server probed, comparison with the champion, promote)
-on kfp.local against an embedded MLflow store, then run the nightly drift check twice — on healthy serving data
-and on data from a serving path that forgot to scale the pixels — and show what happened."""
+pipeline (export, drift, layerwise parity, a real Triton server probed, comparison with the champion, promote;
+the good one's gate also estimates its accuracy, so the champion carries an estimate profile) on kfp.local
+against an embedded MLflow store, then run the nightly drift check and accuracy estimate twice — on healthy
+serving data and on data from a serving path that forgot to scale the pixels — and show what happened."""
 
 from __future__ import annotations
 
@@ -70,10 +71,11 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
              {"candidate_model": str(candidate), "eval_data": str(data.examples),
               "calibration_data": str(data.calibration), "reference_data": str(data.reference),
               "current_data": str(data.current), "model_name": MODEL_NAME, "mlflow_tracking_uri": tracking_uri,
-              "trusted_public_keys": public_key})
+              "trusted_public_keys": public_key, "estimate_accuracy": label == "good"})
             for label, candidate in (("good", data.good), ("defective", data.defective), ("weak", data.weak))]
     runs += [(f"nightly drift, {label} serving data", nightly_drift_local,
-              {"serving_snapshot": str(snapshot), "model_name": MODEL_NAME, "mlflow_tracking_uri": tracking_uri})
+              {"serving_snapshot": str(snapshot), "model_name": MODEL_NAME, "mlflow_tracking_uri": tracking_uri,
+               "estimate_accuracy": True})
              for label, snapshot in (("healthy", data.current), ("unscaled-pixels", data.serving_bug))]
     for title, pipeline, arguments in runs:
         log.info("running the %s", title)
@@ -94,12 +96,13 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
           f"(then {mlflow_log.runs_table_link('http://127.0.0.1:5000', tracking.experiment_id)})")
     # the weak candidate is a faithful export of a worse model: only compare (against the good one) blocks it
     expected = [{"export": "pass", "calibrate": "pass", "drift": "pass", "parity": "pass", "probe": "pass",
-                 "compare": "pass", "promote": "pass"},
+                 "compare": "pass", "estimate": "pass", "promote": "pass"},
                 {"export": "fail", "calibrate": "pass", "drift": "pass", "parity": "fail", "probe": "pass",
                  "compare": "pass", "promote": "fail"},
                 {"export": "pass", "calibrate": "pass", "drift": "pass", "parity": "pass", "probe": "pass",
                  "compare": "fail", "promote": "fail"},
-                {"nightly-drift": "pass"}, {"nightly-drift": "fail"}]
+                {"nightly-drift": "pass", "nightly-estimate": "pass"},
+                {"nightly-drift": "fail", "nightly-estimate": "fail"}]
     if list(statuses.values()) != expected:
         print(f"demo: expected {expected}, got {list(statuses.values())}", file=sys.stderr)
         return 1

@@ -105,6 +105,20 @@ def test_the_sqnr_panel_has_a_bar_per_compared_layer(tmp_path, drawn):
     assert figure._suptitle.get_text() == "calibrate: FAIL"
 
 
+def test_a_panel_names_the_module_that_made_its_tensor_and_labels_its_axes(tmp_path, drawn):
+    from tests.support.figures import texts_outside_figure
+
+    layers = [{"value": "gelu_1", "op": "Gelu", "module": "features.2", "sqnr_db": 33.0}]
+    _, figure = drawn(result([tensor("gelu_1"), tensor("unknown")], layers=layers), tmp_path / "p.png")
+    named, unnamed, sqnr = figure.axes
+    assert named.get_title().startswith("gelu_1 (Gelu in features.2): max/p99.99")
+    assert unnamed.get_title().startswith("unknown: max/p99.99")  # not among the compared values: as it is
+    for ax in (named, unnamed, sqnr):
+        assert ax.get_xlabel() and ax.get_ylabel(), ax.get_title()
+    figure.canvas.draw()
+    assert texts_outside_figure(figure) == []
+
+
 def test_no_tensor_still_draws_the_sqnr_panel(tmp_path, drawn):
     _, figure = drawn(result([], layers=[{"value": "a", "op": "Conv", "sqnr_db": 30.0}]), tmp_path / "p.png")
     assert len(figure.axes) == 1 and (tmp_path / "p.png").read_bytes()[:8] == PNG

@@ -121,3 +121,26 @@ def test_cells_neither_side_fills_are_neutral_and_noise_is_not_alarming():
     assert "alarm" not in _cell(0.1 + ALARM / 2, 0.1)
     assert "alarm" not in _cell(0.16, 0.1, (200, 200))  # 6 points on 200 rows a side: within sampling noise
     assert 'class="alarm"' in _cell(0.16, 0.1, (100_000, 100_000))
+
+
+@pytest.mark.parametrize("features", [1, 30], ids=["one-feature", "thirty-features"])
+def test_the_heatmap_keeps_every_text_inside_the_figure(tmp_path, monkeypatch, features):
+    """The colour bar's label was cut off beside a single row (the figure was as tall as the rows)."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from skewgate.drift.outputs.report import heatmap_png
+    from tests.support.figures import texts_outside_figure
+
+    rng = np.random.default_rng(0)
+    for name, shift in (("ref", 0.0), ("cur", 0.5)):
+        pd.DataFrame({f"f{k}": rng.normal(shift, 1, 400) for k in range(features)}).to_parquet(
+            tmp_path / f"{name}.parquet")
+    result = drift_gate(reference=tmp_path / "ref.parquet", current=tmp_path / "cur.parquet", options=DriftOptions())
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    heatmap_png(result, tmp_path / "heatmap.png")
+    (figure,) = figures
+    figure.canvas.draw()
+    assert texts_outside_figure(figure) == []
+    assert figure.axes[1].get_ylabel() == "share of current rows"  # the colour bar's

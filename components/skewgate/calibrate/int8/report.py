@@ -24,7 +24,9 @@ def histogram_plot(result: CalibrationResult, path: str | Path) -> Path:
     rows = sorted(result.tensors, key=lambda t: (not t["outlier"], -(t["max_over_p9999"] or 0)))[:PANELS]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(len(rows) + 1, 1, figsize=(9, 2.3 * (len(rows) + 1)), squeeze=False)
+    fig, axes = plt.subplots(len(rows) + 1, 1, figsize=(9, 2.6 * (len(rows) + 1)), squeeze=False)
+    # a tensor is a graph value (`gelu_1`): say which module and op made it, as the per-layer rows know
+    made_by = {r["value"]: f"{r['op']} in {r['module']}" for r in result.layers if r.get("module")}
     for ax, row in zip(axes[:-1, 0], rows, strict=True):
         hist = result.histograms[row["tensor"]]
         edges = hist.edges
@@ -36,8 +38,11 @@ def histogram_plot(result: CalibrationResult, path: str | Path) -> Path:
             ax.axvline(x, color="tab:green", linewidth=1)
         beyond = hist.below + hist.above
         note = f"; {beyond} values beyond (set-aside samples {row['set_aside_samples']})" if beyond else ""
-        ax.set_title(f"{plain(row['tensor'])}: max/p99.99 {row['max_over_p9999']:.1f}×, "
-                     f"kurtosis {row['kurtosis']:.1f}, clipped {row['clipped']:.3%}{note}", fontsize=8)
+        source = f" ({made_by[row['tensor']]})" if row["tensor"] in made_by else ""
+        ax.set_title(plain(f"{row['tensor']}{source}: max/p99.99 {row['max_over_p9999']:.1f}×, "
+                           f"kurtosis {row['kurtosis']:.1f}, clipped {row['clipped']:.3%}{note}"), fontsize=8)
+        ax.set_xlabel("activation value (FP32, calibration set)", fontsize=7)
+        ax.set_ylabel("count (log)", fontsize=7)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=7, loc="upper right")
     ax = axes[-1, 0]
@@ -46,10 +51,11 @@ def histogram_plot(result: CalibrationResult, path: str | Path) -> Path:
     ax.set_xticks(range(len(layers)), [plain(f"{r['value']} ({r['op']})") for r in layers], rotation=60,
                   fontsize=6)
     ax.set_ylabel("SQNR dB", fontsize=8)
+    ax.set_xlabel("compared value (ONNX op)", fontsize=7)
     ax.set_title("per-layer SQNR, INT8 vs FP32 on the eval set (intermediates exposed: unfused, diagnostic)",
                  fontsize=8)
     fig.suptitle(f"calibrate: {result.verdict.status.upper()}", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.99))  # room for the suptitle above the first panel's title
     fig.savefig(path, dpi=100, format="png")  # explicit: KFP output paths have no suffix
     plt.close(fig)
     return path

@@ -37,13 +37,14 @@ def heatmap_png(result: DriftResult, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     matrix = np.array([r[1] for r in rows]) if rows else np.zeros((1, len(BINS)))
-    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.28 * max(len(rows), 1)))
+    # tall enough for the colour bar's label beside a single row
+    fig, ax = plt.subplots(figsize=(9, max(2.4, 1.2 + 0.28 * len(rows))))
     image = ax.imshow(matrix, aspect="auto", cmap="magma_r", vmin=0, vmax=max(0.3, float(matrix.max())))
     ax.set_xticks(range(len(BINS)), BINS, fontsize=8)
     ax.set_yticks(range(len(rows)), [plain(f"{'● ' if r[2] else ''}{r[0]}") for r in rows], fontsize=7)
     ax.set_title(f"Share of current rows per reference decile (0.10 each when nothing drifted) — "
                  f"{result.verdict.status.upper()}", fontsize=9)
-    fig.colorbar(image, ax=ax, label="share of current rows")
+    fig.colorbar(image, ax=ax).set_label("share of current rows", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110, format="png")  # explicit: KFP output paths have no suffix
     plt.close(fig)
