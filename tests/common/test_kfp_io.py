@@ -27,7 +27,7 @@ def test_finish_writes_all_outputs_and_returns_status(tmp_path):
     verdict = Verdict.from_checks("export", [Check("a", passed=True, value=0.5)], subject=None)
     assert finish(StepResult(verdict), **outputs) == "pass"
     assert Verdict.read(tmp_path / "v") == verdict
-    assert outputs["metrics"].metadata == {"a": 0.5, "passed": 1.0}
+    assert outputs["metrics"].metadata == {"a": 0.5, "a.passed": 1.0, "passed": 1.0}
     assert outputs["verdict_artifact"].metadata["status"] == "pass"
     assert (tmp_path / "r").read_text().startswith("# export")
 

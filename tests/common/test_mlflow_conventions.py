@@ -38,7 +38,20 @@ def test_a_nightly_verdict_is_one_point_per_night(run_date, night):
 def test_step_tags_carry_the_verdict_digest():
     verdict = Verdict.from_checks("export", [Check("a", passed=False, value=2.0)], subject=None)
     assert conv.step_tags(verdict)[conv.VERDICT_DIGEST_TAG] == verdict.digest()
-    assert conv.step_metrics("export", verdict) == {"export.a": 2.0}
+    assert conv.step_metrics("export", verdict) == {"export.a": 2.0, "export.a.passed": 0.0}
+
+
+def test_every_check_has_a_passed_metric_in_one_direction_and_its_figure_beside_it():
+    """`lint.*` counts offending modules (0 = pass) and `determinism` had only a flag (0 = fail): read side by side
+    in the runs table, 0 meant both. `.passed` is 1 for a pass, whatever the figure's direction."""
+    verdict = Verdict.from_checks("export", [
+        Check("lint.batchnorm_eval_mode", passed=True, value=0.0, limit=0.0),
+        Check("determinism.torch", passed=False),
+        Check("mmd_drift", passed=True, value=0.82, limit=0.05)], subject=None)
+    assert conv.step_metrics("export", verdict) == {
+        "export.lint.batchnorm_eval_mode": 0.0, "export.lint.batchnorm_eval_mode.passed": 1.0,
+        "export.determinism.torch.passed": 0.0,
+        "export.mmd_drift": 0.82, "export.mmd_drift.passed": 1.0}
 
 
 def test_every_tag_name_is_spelled_in_one_module():
@@ -64,3 +77,18 @@ def test_every_tag_name_is_spelled_in_one_module():
                     re.fullmatch(r"skewgate\.[\w.]+", node.value) and node.value not in modules | files:
                 spelled.append(f"{path.relative_to(root)}:{node.lineno}: {node.value}")
     assert not spelled, "tag names outside common/mlflow_conventions.py:\n" + "\n".join(spelled)
+
+
+def test_a_step_runs_description_says_why_it_failed_check_by_check():
+    verdict = Verdict.from_checks("export", [
+        Check("outputs_match.linear", passed=False, value=5.62, limit=3.6e-05, detail="ORT vs torch | max 5.62"),
+        Check("lint.batchnorm_eval_mode", passed=False, detail="BatchNorm traced in training mode: features.1"),
+        Check("determinism.torch", passed=True)], subject=None)
+    text = conv.step_tags(verdict)[conv.NOTE_TAG]
+    first, _, header, _, *rows = text.splitlines()
+    assert first == f"**FAIL** — {verdict.message}"
+    assert header == "| check | figure | detail |"
+    assert rows == ["| outputs_match.linear | 5.62 (at most 3.6e-05) | ORT vs torch \\| max 5.62 |",
+                    "| lint.batchnorm_eval_mode |  | BatchNorm traced in training mode: features.1 |"]
+    passing = Verdict.from_checks("export", [Check("determinism.torch", passed=True)], subject=None)
+    assert conv.step_tags(passing)[conv.NOTE_TAG] == f"**PASS** — {passing.message}"

@@ -36,7 +36,7 @@ def test_steps_of_one_pipeline_run_share_a_parent(tracking):
     children = tracking.client.search_runs([tracking.experiment_id], f"tags.`mlflow.parentRunId` = '{parent}'")
     assert len(children) == 2
     export = next(c for c in children if c.data.tags["skewgate.step"] == "export")
-    assert export.data.metrics == {"export.a": 0.25}
+    assert export.data.metrics == {"export.a": 0.25, "export.a.passed": 1.0}
     assert export.info.status == "FINISHED"
 
 

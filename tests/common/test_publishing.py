@@ -109,7 +109,8 @@ def test_parity_plot_log_ticks_render_and_module_names_print_as_written(tmp_path
     (figure,) = _drawn_figures(monkeypatch, lambda: layer_plot(_parity_result(), path))
     _assert_readable(figure, log_axes=1)
     drawn = [_rendered(t)[0] for t in _texts(figure)]
-    assert f"{USER}:Conv" in drawn and f"first divergence: {USER} (Conv2d), ONNX Conv" in drawn
+    assert f"{USER}:Conv" in drawn
+    assert f"PyTorch vs ONNX Runtime FP32\nfirst divergence: {USER} (Conv2d), ONNX Conv" in drawn
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -70,6 +70,7 @@ def test_data_mostly_outside_the_calibrated_range_is_not_judged_and_never_passes
     assert details["estimated_accuracy"] - files["scaled_realised"] > 0.05  # the estimate is not evidence here
     assert verdict.status == "fail" and check.passed is False and check.severity == "fail"
     assert check.detail.startswith(f"not judged: {details['extrapolated_share']:.2%} of current samples")
+    assert check.value is None and check.limit is None  # no figure was held against the limit
 
 
 def test_max_extrapolated_judged_decides_just_inside_and_just_outside(files):

@@ -40,3 +40,14 @@ def test_without_the_workflow_switch_the_ui_lands_elsewhere(experiment, mlflow_u
     href, _text = visible_text(f"{mlflow_url}/#/experiments/{experiment.experiment_id}",
                                until=lambda h, _t: "/overview" in h or "/runs" in h, timeout_s=60)
     assert "/overview" in href and "workflowType=genai" in href
+
+
+def test_a_failed_step_runs_page_says_why_in_its_description(experiment, mlflow_url):
+    """A red step run used to say "No description": the reason sat in `checks.json`, its detail column cut off."""
+    client = experiment.client
+    (blocked,) = [r for r in client.search_runs([experiment.experiment_id], "tags.`skewgate.step` = 'promote'")
+                  if r.data.tags["skewgate.status"] == "fail"]
+    page = f"{mlflow_url}/#/experiments/{experiment.experiment_id}/runs/{blocked.info.run_id}"
+    _href, text = visible_text(page, until=lambda _h, t: "FAIL — failed: evidence.export" in t, timeout_s=60)
+    assert "FAIL — failed: evidence.export" in text  # the description, rendered from its Markdown
+    assert "No description" not in text

@@ -30,11 +30,16 @@ def test_the_key_figure_is_the_failed_check_else_the_one_closest_to_its_limit():
     failing = Verdict.from_checks("parity", [Check("ok", passed=True, value=0.1, limit=1.0),
                                              Check("max_abs", passed=False, value=0.25, limit=0.01),
                                              Check("other", passed=False, detail="broken")], subject=None)
-    assert conv.key_figure(failing) == "max_abs: 0.25 (limit 0.01) (+1 more failed)"
+    assert conv.key_figure(failing) == "max_abs: 0.25 (at most 0.01) (+1 more failed)"
     passing = Verdict.from_checks("drift", [Check("flag", passed=True, value=1.0, limit=1.0),
                                             Check("far", passed=True, value=0.001, limit=0.05),
                                             Check("near", passed=True, value=0.04, limit=0.05)], subject=None)
-    assert conv.key_figure(passing) == "all 3 checks passed; closest to its limit: near: 0.04 (limit 0.05)"
+    assert conv.key_figure(passing) == "all 3 checks passed; closest to its limit: near: 0.04 (at most 0.05)"
+    # a p-value passes above its limit: shown as the floor it is, not as a limit it exceeds
+    p_value = Verdict.from_checks("drift", [Check("mmd_drift", passed=True, value=0.8209, limit=0.05)], subject=None)
+    assert conv.key_figure(p_value) == "all 1 checks passed; closest to its limit: mmd_drift: 0.8209 (at least 0.05)"
+    low = Verdict.from_checks("drift", [Check("mmd_drift", passed=False, value=0.001, limit=0.05)], subject=None)
+    assert conv.key_figure(low) == "mmd_drift: 0.001 (at least 0.05)"
     assert conv.key_figure(Verdict.from_checks("x", [Check("c", passed=True)], subject=None)) == "all 1 checks passed"
 
 

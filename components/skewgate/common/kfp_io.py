@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skewgate.common.markdown import cell, escape
+from skewgate.common.mlflow_conventions import check_metrics
 from skewgate.common.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -49,8 +50,8 @@ def finish(result: StepResult, *, verdict_artifact: Any, metrics: Any, report: A
     verdict_artifact.metadata.update({"step": verdict.step, "status": verdict.status})
     if verdict.subject is not None:
         verdict_artifact.metadata["sha256"] = verdict.subject.sha256
-    for check in verdict.checks:
-        metrics.log_metric(check.name, check.value if check.value is not None else float(check.passed))
+    for name, value in check_metrics(verdict).items():  # as the MLflow step run's: `.passed` is 1 for a pass
+        metrics.log_metric(name, value)
     metrics.log_metric("passed", float(verdict.status in {"pass", "warn"}))
     with open(report.path, "w", encoding="utf-8") as handle:
         handle.write(to_markdown(verdict))

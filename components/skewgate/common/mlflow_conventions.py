@@ -129,19 +129,62 @@ def metric_key(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "_-. /" else "_" for ch in name)
 
 
+def check_metrics(verdict: Verdict) -> dict[str, float]:
+    """`<check>.passed` → 1 when the check passed, 0 when not, for every check (one direction for every judgement:
+    a runs table can be sorted on it), and `<check>` → its figure where it has one (in its own units: a count of
+    drifted features, an error ratio, a p-value; `checks.json` says against which limit)."""
+    metrics = {}
+    for check in verdict.checks:
+        if check.value is not None:
+            metrics[check.name] = check.value
+        metrics[f"{check.name}.passed"] = float(check.passed)
+    return metrics
+
+
 def step_metrics(step: str, verdict: Verdict) -> dict[str, float]:
-    """`<step>.<check>` → the check's value, or 1/0 for passed when it has none (keys already MLflow-safe)."""
-    return {metric_key(f"{step}.{c.name}"): c.value if c.value is not None else float(c.passed)
-            for c in verdict.checks}
+    """`check_metrics` as a step run's: keyed `<step>.<check>[.passed]`, MLflow-safe."""
+    return {metric_key(f"{step}.{name}"): value for name, value in check_metrics(verdict).items()}
 
 
 def step_tags(verdict: Verdict) -> dict[str, str]:
-    """The status tags of a step run, with the verdict's digest (promote matches a pipeline's verdicts to it)."""
+    """The status tags of a step run, with the verdict's digest (promote matches a pipeline's verdicts to it),
+    and its description (`mlflow.note.content`, what the run page shows first): the outcome, and every failed
+    check with its figure and detail, so a red run says why without opening `checks.json`."""
     tags = {"skewgate.status": verdict.status, "skewgate.message": verdict.message[:4000],
-            VERDICT_DIGEST_TAG: verdict.digest()}
+            VERDICT_DIGEST_TAG: verdict.digest(), NOTE_TAG: run_description(verdict)}
     if verdict.subject is not None:
         tags["skewgate.subject_sha256"] = verdict.subject.sha256
     return tags
+
+
+NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI (Markdown)
+
+
+def run_description(verdict: Verdict) -> str:
+    """The run page's description: `**FAIL** — <message>`, then a table of the checks that failed (or warned):
+    figure against its limit, and the detail, whole."""
+    lines = [f"**{verdict.status.upper()}** — {_cut(verdict.message, 300)}"]
+    failed = verdict.failed_checks
+    if failed:
+        lines += ["", "| check | figure | detail |", "| --- | --- | --- |"]
+        for check in failed:
+            figure = (f"{check.value:.4g} ({_bound(check)} {check.limit:.4g})"
+                      if check.value is not None and check.limit is not None else "")
+            lines.append(f"| {_cell(check.name)} | {figure} | {_cell(check.detail)} |")
+    return "\n".join(lines)[:5000]
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _bound(check: Any) -> str:
+    """Which side of its limit a check must stay on, as its judgement shows: `at least` where a value above the
+    limit passes (a p-value) or one below it fails, `at most` the other way round, `limit` where it cannot tell."""
+    if check.value is None or check.limit is None or check.value == check.limit:
+        return "limit"
+    above = check.value > check.limit
+    return "at least" if above == check.passed else "at most"
 
 
 def run_status(status: str | None) -> str:
@@ -368,8 +411,8 @@ def key_figure(verdict: Verdict) -> str:
     """One line for a step in the version's evidence table: its first failed check (`name: value vs limit`, or
     its detail), else the check closest to its limit (ratio of value to limit nearest 1), else its message."""
     def figure(check: Any) -> str:
-        if check.value is not None and check.limit is not None:
-            return f"{check.name}: {check.value:.4g} (limit {check.limit:.4g})"
+        if check.value is not None and check.limit is not None:  # `at least` for a p-value: not a violation
+            return f"{check.name}: {check.value:.4g} ({_bound(check)} {check.limit:.4g})"
         return f"{check.name}: {check.detail}" if check.detail else check.name
 
     failed = verdict.failed_checks

@@ -20,7 +20,7 @@ RELEASE_GATE_STEPS: tuple[str, ...] = ("export", "calibrate", "drift", "parity",
 STEPS: tuple[str, ...] = (*RELEASE_GATE_STEPS, "preprocess", "estimate")
 # The release-gate pipeline's task names (pipelines/release_gate.py), accepted for the step each task runs.
 TASK_NAMES: dict[str, str] = {"calibrate-int8": "calibrate", "drift-gate": "drift", "parity-diff": "parity",
-                              "triton-probe": "probe", "compare-champion": "compare"}
+                              "triton-probe": "probe", "compare-champion": "compare", "estimate-accuracy": "estimate"}
 
 
 def split_steps(text: str) -> tuple[str, ...]:

@@ -342,16 +342,17 @@ def _finite(bad: int, total: int) -> Check:
 def _drop(row: dict[str, Any], options: EstimateOptions, *, extrapolated: float) -> Check:
     """Fails when even the interval's top lies more than `max_drop` below the reference; warns when only its
     bottom does. The value is the smallest drop the interval admits (what failing needs to exceed). Not judged
-    (a failure) when more than `max_extrapolated_judged` of the samples lie outside the calibrated range: there
-    every sample gets the calibration's edge value whatever its label would be, so the interval says nothing
-    (data read ×16 by a serving bug scores 0.99 while its labels realise 0.82)."""
+    (a failure, with no value: none was held against the limit) when more than `max_extrapolated_judged` of the
+    samples lie outside the calibrated range: there every sample gets the calibration's edge value whatever its
+    label would be, so the interval says nothing (data read ×16 by a serving bug scores 0.99 while its labels
+    realise 0.82)."""
     metric, reference, low, high = row["metric"], row["reference"], row["low"], row["high"]
     line = reference - options.max_drop
     smallest, largest = reference - high, reference - low
     text = (f"estimated {metric} {row['estimated']:.4f}, {options.confidence:.0%} interval [{low:.4f}, {high:.4f}], "
             f"reference {reference:.4f}: ")
-    if extrapolated > options.max_extrapolated_judged:
-        return Check("performance.estimated_drop", passed=False, value=smallest, limit=options.max_drop,
+    if extrapolated > options.max_extrapolated_judged:  # no figure: the drop was not judged against its limit
+        return Check("performance.estimated_drop", passed=False,
                      detail=f"not judged: {extrapolated:.2%} of current samples score outside the range the "
                             f"reference calibrated (at most {options.max_extrapolated_judged:.2%} can be judged); "
                             + text.rstrip(": ") + " rests on the calibration's edge values, not on evidence")

@@ -107,7 +107,8 @@ def verdict_table(verdicts: Mapping[str, Verdict]) -> str:
     if not verdicts:
         return "  (no verdicts recorded)"
     rows = [("step", "status", "why")]
-    order = [*RELEASE_GATE_STEPS, "estimate", "promote"]  # the pipeline's order, not the order they finished
+    # the pipeline's order, not the order the steps happened to finish
+    order = [*RELEASE_GATE_STEPS, "estimate", "promote", "nightly-drift", "nightly-estimate"]
     for step, verdict in sorted(verdicts.items(), key=lambda item: [*order, item[0]].index(item[0])):
         why = verdict.message
         if verdict.status in {"fail", "warn"} and step != "promote":

@@ -103,7 +103,7 @@ def test_pipeline_step_judges_the_fp16_candidate_when_asked(overflowing, tmp_pat
     assert without.status == "pass" and "fp32_vs_fp16" not in without.details["pairs"]
     verdict = run(**common, fp16=True).verdict
     assert verdict.status == "fail" and not verdict.check("fp32_vs_fp16.values").passed
-    assert "<h2>fp32_vs_fp16</h2>" in (tmp_path / "p.html").read_text()
+    assert "<h2>FP32 vs FP16 (fp32_vs_fp16)</h2>" in (tmp_path / "p.html").read_text()
 
 
 def test_given_fp16_model_that_does_not_fit_exits_2(zoo, tmp_path):
