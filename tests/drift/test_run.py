@@ -86,6 +86,9 @@ def test_nightly_judges_against_the_champions_profile_and_tags_the_champion(data
     assert len(run.tables["features.json"]) == 9  # every feature, logged to the step run
     assert {name for name, _ in run.artifacts} == {"coverage_heatmap.png", "drift_report.html"}
     assert (tmp_path / "heatmap").read_bytes()[:4] == b"\x89PNG"
+    # the report shows the night as judged: the series' check, which decides the night, and the verdict's status
+    report = (tmp_path / "report").read_text()
+    assert "<b>series.anytime_valid</b>" in report and f"<h1>drift: {status.upper()}</h1>" in report
 
 
 def test_what_the_pipeline_and_the_nightly_series_read_of_a_night_is_what_it_wrote(data, registry):

@@ -146,8 +146,6 @@ def gate_in_run(step_run: StepRun | None, *, reference: str | Path, current: str
 
     result = drift_gate(reference=reference, current=current, options=options, embed_onnx=embed_onnx,
                         embed_output=embed_output, model=Path(model) if model else None)
-    publish(result, step_run, heatmap=heatmap, html=html, heatmap_name=options.heatmap_name,
-            html_name=options.html_name)
     if series_state is not None:
         key = sha256_file(reference) if result.details.reference_from_profile else result.profile.sha256
         judged, state = judge(result.verdict, result.features, load_state(series_state), profile=key,
@@ -155,6 +153,9 @@ def gate_in_run(step_run: StepRun | None, *, reference: str | Path, current: str
                               min_effect=options.min_effect, profiles=profiles_behind(result))
         save_state(state, series_state)
         result = dataclasses.replace(result, verdict=judged)
+    # after the series: the report shows the verdict as judged, `series.anytime_valid` included
+    publish(result, step_run, heatmap=heatmap, html=html, heatmap_name=options.heatmap_name,
+            html_name=options.html_name)
     verdict = result.verdict.judged_with(options)
     if options.pushgateway_url:
         pushed = push(result, gateway=options.pushgateway_url, model=options.pushgateway_model)
@@ -289,12 +290,13 @@ def night_in_run(step_run: StepRun | None, registry: NightlyRegistry, *, model_n
             result = drift_gate(reference=_download_profile(registry, found, Path(tmp)), current=current)
     # KFP resolves the schedule-time placeholder only for scheduled runs; otherwise the literal arrives.
     date = run_date if run_date and not run_date.startswith("{{") else datetime.now(UTC).isoformat(timespec="seconds")
-    publish(result, step_run, heatmap=heatmap, html=html, heatmap_name=options.heatmap_name,
-            html_name=options.html_name)
     previous = load_state(series_in) if series_in else SeriesState.from_tags(found.tags)
     judged, state = judge(result.verdict, result.features, previous, profile=found.tags[PROFILE_SHA_TAG],
                           options=options.series, date=date, min_effect=DEFAULTS.min_effect,
                           profiles=profiles_behind(result))
+    # the pictures and the report show the night as judged: the series' check, which decides, among the others
+    publish(dataclasses.replace(result, verdict=judged), step_run, heatmap=heatmap, html=html,
+            heatmap_name=options.heatmap_name, html_name=options.html_name)
     if series_out:
         save_state(state, series_out)
     tags = {NIGHTLY_TAG: nightly_tag(judged.status, date, step_run.run_id if step_run is not None else ""),
