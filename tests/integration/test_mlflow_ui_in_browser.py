@@ -5,6 +5,7 @@ stand apart by status."""
 import pytest
 
 from skewgate.common import mlflow_log
+from skewgate.common.mlflow_log.tracking import log_night
 from skewgate.common.verdict import Check, Subject, Verdict
 from tests.support.browser import chromium, visible_text
 
@@ -21,6 +22,8 @@ def experiment(mlflow_url):
             run.log_verdict(Verdict.from_checks("promote", [Check("evidence.export", passed=passed)],
                                                 subject=Subject(artifact="m.onnx", sha256="ab" * 32)))
         mlflow_log.finish_pipeline_run(tracking, job, pipeline="release-gate")
+    log_night(tracking, Verdict.from_checks("nightly-drift", [Check("c", passed=True)], subject=None),
+              {"drift.ks_max": 0.1}, run_ids=[])  # creates the experiment's drift-history run
     return tracking
 
 
@@ -30,6 +33,11 @@ def test_the_link_opens_the_runs_table_with_both_pipeline_runs(experiment, mlflo
     href, text = visible_text(link, until=lambda _h, t: "m.onnx · promoted" in t and "m.onnx · blocked" in t)
     assert "/runs" in href and "overview" not in href
     assert "m.onnx · promoted" in text and "m.onnx · blocked" in text
+    # the bookkeeping run is in the experiment, and the link's filter keeps it out of the candidates' table
+    client = experiment.client
+    assert [r.info.run_name for r in client.search_runs([experiment.experiment_id], "attributes.run_name = "
+                                                        "'drift-history'")] == ["drift-history"]
+    assert "drift-history" not in text
     tags = experiment.client.get_experiment(experiment.experiment_id).tags
     assert tags["mlflow.experimentKind"] == "custom_model_development"
 

@@ -41,6 +41,10 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 DRIFT_HISTORY_TAG = "drift-history"  # value of `skewgate.kind` on the run that charts nightly drift over nights
 PROMOTION_LOG_KIND = "promotion-log"  # value of `skewgate.kind` on the experiment's promotion-log run
+# The runs table's filter the printed links apply (`runs_table_link`): the pipelines' and the steps' runs, all
+# tagged with their pipeline run (empty for a CLI step), and not the bookkeeping runs (promotion-log, drift-history)
+# that carry none. Clear the search box to see those.
+CANDIDATE_RUNS_FILTER = "tags.`skewgate.pipeline_run_id` LIKE '%'"
 MLFLOW_BATCH_LIMIT = 1000  # metrics per log_batch call
 # MLflow's limits (mlflow/utils/validation.py): params per log_batch call, a param's key and value, and a
 # dataset's name and digest (the digest column holds 36 characters: the full SHA-256 goes into an input tag).

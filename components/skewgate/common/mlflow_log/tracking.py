@@ -297,8 +297,12 @@ def log_night(tracking: Tracking, verdict: Verdict, statistics: Mapping[str, flo
 
 
 def runs_table_link(ui: str, experiment_id: str) -> str:
-    """The MLflow UI address (`ui`: e.g. http://127.0.0.1:5000) that opens this experiment's runs table."""
-    return f"{ui.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    """The MLflow UI address (`ui`: e.g. http://127.0.0.1:5000) that opens this experiment's runs table, filtered
+    to the candidates' runs (`conv.CANDIDATE_RUNS_FILTER`: the bookkeeping runs hidden)."""
+    from urllib.parse import quote
+
+    return (f"{ui.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+            f"&searchFilter={quote(conv.CANDIDATE_RUNS_FILTER, safe='')}")
 
 
 def connect(uri: str, *, experiment: str, deadline_s: float = 30.0) -> Tracking:
