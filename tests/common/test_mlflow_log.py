@@ -288,22 +288,25 @@ def test_a_run_whose_steps_logged_nothing_ends_failed_with_kfps_reason(tracking)
 
 @pytest.mark.parametrize(("status", "run_status"), [("pass", "FINISHED"), ("fail", "FAILED")],
                          ids=["passing-step", "failing-step"])
-def test_an_ad_hoc_cli_parent_run_ends_with_its_step(tracking, status, run_status):
+def test_an_ad_hoc_cli_call_is_one_run_that_ends_with_its_step(tracking, status, run_status):
     with tracking.step_run("promote", pipeline_run_id=None) as run:
         run.log_verdict(_promote_verdict(status))
-    runs = tracking.client.search_runs([tracking.experiment_id], "tags.`skewgate.role` = 'pipeline'")
+    runs = tracking.client.search_runs([tracking.experiment_id], "")
+    assert [r.info.run_id for r in runs] == [run.run_id]  # one invocation, one run (it used to be two)
     assert [r.info.status for r in runs] == [run_status]
-    assert runs[0].data.tags["skewgate.outcome"] == status
+    assert runs[0].data.tags["skewgate.outcome"] == status and runs[0].data.tags["skewgate.step"] == "promote"
     assert runs[0].info.run_name == f"m.onnx · {status}"
+    assert "mlflow.parentRunId" not in runs[0].data.tags
+    # the description is the step's, failed checks and all
+    assert runs[0].data.tags["mlflow.note.content"] == conv.run_description(_promote_verdict(status))
 
 
 def test_an_ad_hoc_step_that_raises_leaves_nothing_running(tracking):
     with pytest.raises(ZeroDivisionError), tracking.step_run("export", pipeline_run_id=None):
         1 / 0  # noqa: B018
-    runs = tracking.client.search_runs([tracking.experiment_id], "")
-    assert {r.info.status for r in runs} == {"FAILED"}
-    parent = next(r for r in runs if r.data.tags.get("skewgate.role") == "pipeline")
-    assert "ZeroDivisionError" in parent.data.tags["skewgate.reason"]
+    (run,) = tracking.client.search_runs([tracking.experiment_id], "")
+    assert run.info.status == "FAILED"
+    assert "ZeroDivisionError" in run.data.tags["skewgate.reason"]
 
 
 def test_experiment_is_tagged_to_open_the_runs_table(tracking, tmp_path):

@@ -187,3 +187,23 @@ def test_an_unexpected_exception_fails_closed_and_is_logged_at_error_with_its_tr
     assert verdict.status == "error" and verdict.message == "KeyError: 'missing'"
     (record,) = [r for r in caplog.records if r.levelname == "ERROR"]
     assert "export: unexpected KeyError" in record.getMessage() and record.exc_info is not None
+
+
+def test_a_mistyped_path_in_an_ad_hoc_call_is_an_error_recorded_nowhere(mlflow_db, tmp_path):
+    """Each typo used to leave a `skewgate-cli · error` run behind (47 runs after a few mistakes)."""
+    uri, seen = mlflow_db, []
+    missing = tmp_path / "modle.onnx"
+    result = evaluate_and_record("export", lambda run: seen.append(run) or passing(run), TrackingOptions(uri=uri),
+                                 inputs={"onnx": missing, "reference": None, "current": "s3://bucket/x/*.parquet"})
+    assert result.verdict.status == "error" and seen == []
+    assert result.verdict.message == f"{missing}: expected the onnx input: an existing file or directory, " \
+                                     "found no such path"
+    assert MlflowClient(uri).get_experiment_by_name("skewgate") is None  # not even an experiment was made
+    # a path that exists, or a call inside a pipeline run (whose parent run shows the failed step), is recorded
+    present = tmp_path / "model.onnx"
+    present.write_bytes(b"x")
+    evaluate_and_record("export", passing, TrackingOptions(uri=uri), inputs={"onnx": present})
+    failed = evaluate_and_record("export", passing, TrackingOptions(uri=uri, pipeline_run_id="j1"),
+                                 inputs={"onnx": missing})
+    assert failed.verdict.status == "pass"  # the step itself decides what a missing input means there
+    assert len(_runs(uri)[1]) == 2

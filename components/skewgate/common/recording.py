@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
-from skewgate.common.errors import SkewgateError
+from skewgate.common.errors import InputError, SkewgateError
 from skewgate.common.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -79,8 +79,12 @@ def evaluate_and_record(step: str, evaluate: Evaluate, tracking: TrackingOptions
     (the step's options dataclass, or a mapping; None: no params) become the run's params and `inputs` (name →
     path, by the names the verdict's subject gives their digests; an input not given is None) locate its
     datasets. The envelope comes back only with the verdict it was logged with: an error while recording
-    replaces both."""
+    replaces both. An ad-hoc call (no pipeline run) whose local input does not exist is an `error` at once,
+    recorded nowhere: a mistyped path is not a run for the experiment to keep."""
     verdict: Verdict | None = None
+    missing = _missing_local_input(inputs or {}) if tracking.uri and not tracking.pipeline_run_id else None
+    if missing is not None:
+        return StepResult(Verdict.error(step, str(missing)))
     try:
         with _step_run(step, tracking) as run:
             if run is not None:
@@ -103,6 +107,17 @@ def evaluate_and_record(step: str, evaluate: Evaluate, tracking: TrackingOptions
         prior = f"{verdict.message}; " if verdict is not None and verdict.status == "error" else ""
         return StepResult(Verdict.error(step, f"{prior}{err}"))
     return StepResult(verdict, envelope)
+
+
+def _missing_local_input(inputs: Mapping[str, str | PurePath | None]) -> InputError | None:
+    """The first input given as a plain local path (no URI, no glob) that does not exist, as an `InputError`."""
+    from pathlib import Path
+
+    for name, value in inputs.items():
+        text = "" if value is None else str(value)
+        if text and not any(c in text for c in ":*?[") and not Path(text).exists():
+            return InputError(text, expected=f"the {name} input: an existing file or directory", found="no such path")
+    return None
 
 
 def _context(tracking: TrackingOptions, run: StepRun | None) -> RunContext:

@@ -51,14 +51,16 @@ class Tracking:
         """A nested run for `step` under the pipeline's parent run; ended FINISHED when the verdict it logged
         passed (`pass`/`warn`, or none was logged), FAILED when it failed or errored, and on exception.
 
-        Without a pipeline run id (an ad-hoc CLI call) the parent run is this call's own, and it ends with the
-        step: FINISHED for pass/warn, FAILED otherwise, tagged with the outcome like a pipeline's parent run."""
+        Without a pipeline run id (an ad-hoc CLI call) the step's run is the call's only run, top-level: it ends
+        like a pipeline's parent run, named after what it judged and tagged with the outcome (one invocation, one
+        run; `--pipeline-run-id` groups several under one parent)."""
         from skewgate.common.outcome import step_outcome
 
-        parent = self.parent_run(pipeline_run_id)
+        tags = {conv.STEP_TAG: step, conv.PIPELINE_RUN_TAG: pipeline_run_id or ""}
+        tags |= ({"mlflow.parentRunId": self.parent_run(pipeline_run_id)} if pipeline_run_id
+                 else {conv.ROLE_TAG: "pipeline"})
         with self.mapped(f"create the {step} run"):
-            run = self.client.create_run(self.experiment_id, run_name=step, tags={
-                "mlflow.parentRunId": parent, conv.STEP_TAG: step, conv.PIPELINE_RUN_TAG: pipeline_run_id or ""})
+            run = self.client.create_run(self.experiment_id, run_name=step, tags=tags)
         status = "FAILED"
         step_run = StepRun(self, run.info.run_id, step)
         error = ""
@@ -71,10 +73,10 @@ class Tracking:
         finally:
             # never mask the real error with a cleanup error
             with contextlib.suppress(Exception), self.mapped(f"end the {step} run"):
-                self.client.set_terminated(run.info.run_id, status=status)
-            if not pipeline_run_id:
-                with contextlib.suppress(Exception):
-                    self.finish_run(parent, step_outcome(step_run.verdict, error=error))
+                if pipeline_run_id:
+                    self.client.set_terminated(run.info.run_id, status=status)
+                else:
+                    self.finish_run(run.info.run_id, step_outcome(step_run.verdict, error=error))
 
     def find_parent_run(self, pipeline_run_id: str) -> str | None:
         """The parent run of this pipeline run, if one exists."""
@@ -87,16 +89,15 @@ class Tracking:
                 "and tags.`skewgate.role` = 'pipeline'", max_results=1)
         return str(found[0].info.run_id) if found else None
 
-    def parent_run(self, pipeline_run_id: str | None) -> str:
-        """Find the parent run of this pipeline run, or create it (an ad-hoc CLI call gets a fresh one)."""
-        if pipeline_run_id:
-            found = self.find_parent_run(pipeline_run_id)
-            if found:
-                return found
-        name = f"pipeline-{pipeline_run_id}" if pipeline_run_id else "skewgate-cli"
+    def parent_run(self, pipeline_run_id: str) -> str:
+        """Find the parent run of this pipeline run, or create it."""
+        found = self.find_parent_run(pipeline_run_id)
+        if found:
+            return found
+        name = f"pipeline-{pipeline_run_id}"
         with self.mapped(f"create the parent run {name}"):
             run = self.client.create_run(self.experiment_id, run_name=name, tags={
-                conv.PIPELINE_RUN_TAG: pipeline_run_id or "", conv.ROLE_TAG: "pipeline"})
+                conv.PIPELINE_RUN_TAG: pipeline_run_id, conv.ROLE_TAG: "pipeline"})
         return str(run.info.run_id)
 
     def run_verdicts(self, parent_run_id: str) -> dict[str, Verdict]:
@@ -114,19 +115,23 @@ class Tracking:
         return verdicts
 
     def finish_run(self, run_id: str, outcome: Outcome) -> None:
-        """End a parent run with its outcome: FINISHED when it succeeded, FAILED otherwise; tags for the outcome,
-        the digest and the reason (also the run's description), and the summary metrics."""
+        """End a parent run (or an ad-hoc call's only run) with its outcome: FINISHED when it succeeded, FAILED
+        otherwise; tags for the outcome, the digest and the reason (also the run's description, unless a step's
+        verdict already wrote a fuller one there), and the summary metrics."""
         from mlflow.entities import Metric, RunTag
 
         tags = {conv.OUTCOME_TAG: outcome.label, conv.REASON_TAG: outcome.reason[:5000],
-                "mlflow.note.content": f"**{outcome.label}**: {outcome.reason}"[:5000], **outcome.tags}
+                conv.NOTE_TAG: f"**{outcome.label}**: {outcome.reason}"[:5000], **outcome.tags}
         if outcome.digest:
             tags[conv.CANDIDATE_SHA_TAG] = outcome.digest
         now = int(time.time() * 1000)
         with self.mapped(f"end run {run_id} ({outcome.label})"):
+            run = self.client.get_run(run_id)
+            if conv.NOTE_TAG in run.data.tags:  # the step's own description: its failed checks, whole
+                del tags[conv.NOTE_TAG]
             # named after what it judged and how that ended (`model.pt2 · blocked`); before any verdict named the
             # candidate, after the name it was created with (`pipeline-<id> · error`)
-            fallback = self.client.get_run(run_id).info.run_name or run_id
+            fallback = run.info.run_name or run_id
             tags[conv.RUN_NAME_TAG] = conv.parent_run_name(outcome.candidate, outcome.label, fallback=fallback)
             self.client.log_batch(run_id, metrics=[Metric(conv.metric_key(k), v, now, 0)
                                                    for k, v in outcome.metrics.items()],
