@@ -5,6 +5,7 @@ import json
 import pytest
 
 from skewgate.common import mlflow_conventions as conv
+from skewgate.common.markdown import escape
 from skewgate.common.verdict import Check, Verdict
 
 
@@ -86,9 +87,17 @@ def test_a_step_runs_description_says_why_it_failed_check_by_check():
         Check("determinism.torch", passed=True)], subject=None)
     text = conv.step_tags(verdict)[conv.NOTE_TAG]
     first, _, header, _, *rows = text.splitlines()
-    assert first == f"**FAIL** — {verdict.message}"
+    assert first == f"**FAIL** — {escape(verdict.message)}"
     assert header == "| check | figure | detail |"
-    assert rows == ["| outputs_match.linear | 5.62 (at most 3.6e-05) | ORT vs torch \\| max 5.62 |",
-                    "| lint.batchnorm_eval_mode |  | BatchNorm traced in training mode: features.1 |"]
+    assert rows == ["| outputs\\_match\\.linear | 5.62 (at most 3.6e-05) | ORT vs torch \\| max 5\\.62 |",
+                    "| lint\\.batchnorm\\_eval\\_mode |  | BatchNorm traced in training mode: features\\.1 |"]
     passing = Verdict.from_checks("export", [Check("determinism.torch", passed=True)], subject=None)
-    assert conv.step_tags(passing)[conv.NOTE_TAG] == f"**PASS** — {passing.message}"
+    assert conv.step_tags(passing)[conv.NOTE_TAG] == f"**PASS** — {escape(passing.message)}"
+
+
+def test_a_description_shows_what_a_model_named_as_text_never_as_markup():
+    hostile = "[click](javascript:alert(1)) <img src=x onerror=alert(1)>\n| forged | row |"
+    verdict = Verdict.from_checks("drift", [Check(hostile, passed=False, detail=hostile)], subject=None)
+    text = conv.run_description(verdict)
+    assert "](javascript" not in text and "<img" not in text and "\n| forged" not in text
+    assert len(text.splitlines()) == 5  # outcome, blank, header, rule, one row: the name forged none

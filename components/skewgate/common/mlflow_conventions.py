@@ -20,6 +20,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from skewgate.common.errors import InputError
+from skewgate.common.markdown import cell, escape
 from skewgate.common.step_details import NightRecord
 from skewgate.common.verdict import Verdict
 
@@ -166,20 +167,17 @@ NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI (Mark
 
 def run_description(verdict: Verdict) -> str:
     """The run page's description: `**FAIL** — <message>`, then a table of the checks that failed (or warned):
-    figure against its limit, and the detail, whole."""
-    lines = [f"**{verdict.status.upper()}** — {_cut(verdict.message, 300)}"]
+    figure against its limit, and the detail, whole. What a model or data set named (checks' details, modules,
+    features) is escaped (`common.markdown`): text, never markup, in the MLflow UI."""
+    lines = [f"**{verdict.status.upper()}** — {escape(_cut(verdict.message, 300))}"]
     failed = verdict.failed_checks
     if failed:
         lines += ["", "| check | figure | detail |", "| --- | --- | --- |"]
         for check in failed:
             figure = (f"{check.value:.4g} ({_bound(check)} {check.limit:.4g})"
                       if check.value is not None and check.limit is not None else "")
-            lines.append(f"| {_cell(check.name)} | {figure} | {_cell(check.detail)} |")
+            lines.append(f"| {cell(check.name)} | {figure} | {cell(check.detail)} |")
     return "\n".join(lines)[:5000]
-
-
-def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
 
 
 def _bound(check: Any) -> str:

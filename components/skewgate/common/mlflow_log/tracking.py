@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import InputError, Rejected
+from skewgate.common.markdown import escape
 from skewgate.common.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -72,10 +73,11 @@ class Tracking:
             raise
         finally:
             # never mask the real error with a cleanup error
-            with contextlib.suppress(Exception), self.mapped(f"end the {step} run"):
+            with contextlib.suppress(Exception):
                 if pipeline_run_id:
-                    self.client.set_terminated(run.info.run_id, status=status)
-                else:
+                    with self.mapped(f"end the {step} run"):
+                        self.client.set_terminated(run.info.run_id, status=status)
+                else:  # the call's only run ends as a parent run does (finish_run bounds its own calls)
                     self.finish_run(run.info.run_id, step_outcome(step_run.verdict, error=error))
 
     def find_parent_run(self, pipeline_run_id: str) -> str | None:
@@ -121,7 +123,7 @@ class Tracking:
         from mlflow.entities import Metric, RunTag
 
         tags = {conv.OUTCOME_TAG: outcome.label, conv.REASON_TAG: outcome.reason[:5000],
-                conv.NOTE_TAG: f"**{outcome.label}**: {outcome.reason}"[:5000], **outcome.tags}
+                conv.NOTE_TAG: f"**{outcome.label}**: {escape(outcome.reason)}"[:5000], **outcome.tags}
         if outcome.digest:
             tags[conv.CANDIDATE_SHA_TAG] = outcome.digest
         now = int(time.time() * 1000)
