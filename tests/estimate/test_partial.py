@@ -112,7 +112,10 @@ def test_partials_that_miss_a_shard_or_come_from_another_profile_are_errors(file
     pytest.param(lambda a: a.update(header=np.array("{}")), r"header.schema/version: expected "
                                                             r"skewgate.estimate-partial v2", id="not-a-partial"),
     pytest.param(lambda a: a.update(header=np.array(str(a["header"]).replace('"files": [', '"files": [7, '))),
-                 r"header.files: expected the list of files the shard read", id="files-not-names"),
+                 r"header.files: expected a list of strings", id="files-not-names"),
+    pytest.param(lambda a: a.update(header=np.array(str(a["header"]).replace('"files": ["', '"files": ["x", "x", "'))),
+                 r"header.files: expected the files the shard read, each once, found 1 named twice",
+                 id="a-file-named-twice"),
 ])
 def test_a_damaged_partial_is_an_error_naming_its_field(files, snapshot, tmp_path, damage, message):
     current, profile = snapshot

@@ -99,6 +99,12 @@ class Fields:
             raise self._fail(key, "a list of integers", value)
         return value
 
+    def strings(self, key: str) -> list[str]:
+        value = self._raw(key)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self._fail(key, "a list of strings", value)
+        return value
+
     def str_map(self, key: str) -> dict[str, str]:
         value = self._raw(key)
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):

@@ -124,11 +124,10 @@ def _load(path: Path, fit: ReferenceFit, *, model_sha256: str,
                              found="no such array" if found is None else f"{found.dtype} {found.shape}")
         want[...] = found
     counts = {key: top.integer(key) for key in ("samples", "non_finite", "extrapolated")}
-    files = header.get("files")
-    if not isinstance(files, list) or not all(isinstance(name, str) for name in files) \
-            or len(set(files)) != len(files):
-        raise InputError(path, field="header.files", expected="the list of files the shard read, each once",
-                         found=repr(files)[:200])
+    files = top.strings("files")
+    if len(set(files)) != len(files):
+        raise InputError(path, field="header.files", expected="the files the shard read, each once",
+                         found=f"{len(files) - len(set(files))} named twice")
     if min(counts.values()) < 0 or counts["extrapolated"] > counts["samples"] \
             or part.confidence_counts.sum() != counts["samples"]:
         raise InputError(path, field="header.samples", expected="non-negative counts that agree with the arrays",
