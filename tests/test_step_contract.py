@@ -126,11 +126,12 @@ DELIBERATE = {
 
 
 def _means(parameter, value) -> bool:
-    """Whether a KFP parameter's default says the field's: None as the parameter's "not set" (empty text, or a
-    negative number), a tuple as comma-separated text, an empty mapping as empty text, anything else as itself
-    (a `Literal` is its string; a flag stays a flag, not a number)."""
+    """Whether a KFP parameter's default says the field's: None as the parameter's "not set" (empty text: a
+    sentinel number such as -1 reads as a value in the run form), a tuple as comma-separated text, an empty
+    mapping as empty text, anything else as itself (a `Literal` is its string; a flag stays a flag, not a
+    number)."""
     if value is None:
-        return parameter == "" or (isinstance(parameter, int | float) and parameter < 0)
+        return parameter == ""
     if isinstance(value, tuple | list):
         return parameter == ",".join(map(str, value))
     if isinstance(value, Mapping):

@@ -167,7 +167,7 @@ def test_compare_judges_the_exported_model_on_the_eval_data_with_pipeline_thresh
     assert bound["thresholds"] == "compare_thresholds" and bound["max_churn"] == "compare_max_churn"
     assert bound["confidence"] == "compare_confidence" and bound["alias"] == "alias"
     params = spec.root.input_definitions.parameters
-    assert params["compare_max_churn"].default_value.number_value == -1.0
+    assert params["compare_max_churn"].default_value.string_value == ""
 
 
 @pytest.mark.parametrize("estimated", [False, True], ids=["no-estimate", "estimate-accuracy"])

@@ -40,3 +40,16 @@ def test_the_shipped_pipeline_is_what_the_checkout_compiles(compiled, name):
 def test_the_shipped_release_gate_signs_and_reads_the_documented_secrets():
     text = (ROOT / "pipelines" / "release_gate.yaml").read_text(encoding="utf-8")
     assert "skewgate-signing-key" in text and "mlflow-credentials" in text
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_the_run_forms_header_reads_as_a_user_fills_it_in(name):
+    """No sentinel number stands for "not set" (a blank field does), and an integer default reads as one (KFP
+    writes `int [Default: 64.0]`)."""
+    header = [line for line in (ROOT / "pipelines" / name).read_text(encoding="utf-8").splitlines()
+              if line.startswith("#")]
+    assert not [line for line in header if ": int [Default:" in line and "." in line.partition("Default:")[2]]
+    assert not [line for line in header if "[Default: -1" in line]
+    if name == "release_gate.yaml":
+        assert "#    max_samples: int [Default: 64]" in header
+        assert "#    compare_max_churn: str [Default: '']" in header

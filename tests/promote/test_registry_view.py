@@ -155,3 +155,19 @@ def test_the_version_page_shows_the_table_and_its_link_opens_the_run(promote, se
     href, text = visible_text(f"{server}/{link}", until=lambda _h, t: parent.info.run_name in t, timeout_s=60)
     assert f"/runs/{parent.info.run_id}" in href and "workflowType=genai" not in href
     assert parent.info.run_name in text
+
+
+@pytest.mark.integration
+def test_the_versions_table_says_a_refused_version_was_refused(promote, server):
+    """In Chromium: MLflow's green READY tick is its registration status, which no client sets (README,
+    Troubleshooting); the versions table beside it shows the start of the description, which says refused, and
+    the outcome tag."""
+    if chromium() is None:
+        pytest.skip("needs chromium, from the Debian package (`make test` installs it as root): "
+                    "apt-get install -y chromium")
+    assert promote("refused-table", export_passes=False) == 1
+    _href, text = visible_text(f"{server}/#/models/refused-table", until=lambda _h, t: "skewgate:" in t,
+                               timeout_s=60)
+    # the column cuts the description at about 30 characters: the outcome leads, so it stays in sight
+    assert "skewgate: refused." in text and "skewgate: promoted" not in text
+    assert "skewgate.promotion.champion.status\n: refused" in text

@@ -20,12 +20,12 @@ def compare_op(
     task: str = "auto",
     thresholds: str = "",
     confidence: float = 0.95,
-    max_churn: float = -1.0,
+    max_churn: str = "",
     labels_key: str = "labels",
     pipeline_run_id: str = "",
 ) -> str:
     """Judge the candidate against the `alias` version of `model_name`; `thresholds` as `skewgate compare
-    --threshold` (`;`-separated), `max_churn` < 0: churn reported, not gated. Returns the verdict status.
+    --threshold` (`;`-separated), `max_churn` empty: churn reported, not gated. Returns the verdict status.
     Defaults equal `CompareOptions` (KFP needs them spelled out; a test holds them equal).
 
     Args:
@@ -42,7 +42,7 @@ def compare_op(
         task: auto, classification or regression.
         thresholds: Metric thresholds as `skewgate compare --threshold`, `;`-separated (empty: the defaults).
         confidence: Level of the bootstrap interval on each difference.
-        max_churn: Largest share of changed top-1 answers (< 0: reported, not gated).
+        max_churn: Largest share of changed top-1 answers, in [0, 1] (empty: reported, not gated).
         labels_key: Name of the array of `eval_data` that holds the labels.
         pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
     """

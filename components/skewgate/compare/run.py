@@ -69,6 +69,9 @@ class CompareOptions:
             raise InputError("task", expected=f"one of {choices}", found=repr(self.task))
         if not 0.5 <= self.confidence < 1:
             raise InputError("confidence", expected="a level in [0.5, 1)", found=str(self.confidence))
+        if self.max_churn is not None and not 0 <= self.max_churn <= 1:
+            raise InputError("max_churn", expected="a share in [0, 1] (or not set: reported, not gated)",
+                             found=str(self.max_churn))
         if self.resamples < 100:
             raise InputError("resamples", expected="at least 100 bootstrap resamples", found=str(self.resamples))
         thresholds = parse_thresholds(list(self.threshold_specs), base=self.thresholds)
@@ -102,12 +105,18 @@ def parse_thresholds(specs: list[str], *, base: Mapping[str, Threshold] | None =
 
 
 def options_from_parameters(*, alias: str, task: str, thresholds: str, confidence: float,
-                            max_churn: float, labels_key: str = "labels") -> CompareOptions:
+                            max_churn: str, labels_key: str = "labels") -> CompareOptions:
     """Options from pipeline parameters (plain strings and numbers; `judging()` validates them); `thresholds` as
-    `--threshold`, `;`-separated; `max_churn` < 0 means not gated."""
+    `--threshold`, `;`-separated; `max_churn` a share, empty for not gated (a blank field in the run form: no
+    number stands for "not set")."""
+    try:
+        churn = float(max_churn) if max_churn.strip() else None
+    except ValueError as err:
+        raise InputError("max_churn", expected="a share in [0, 1], or empty (reported, not gated)",
+                         found=repr(max_churn)) from err
     return CompareOptions(alias=alias, task=cast(TaskChoice, task),
                           threshold_specs=(thresholds,) if thresholds else (), confidence=confidence,
-                          max_churn=max_churn if max_churn >= 0 else None, labels_key=labels_key)
+                          max_churn=churn, labels_key=labels_key)
 
 
 def run(*, onnx: str | Path, model_name: str, eval_data: str | Path, options: CompareOptions,

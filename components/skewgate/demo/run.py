@@ -10,6 +10,7 @@ import argparse
 import logging
 import shutil
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from skewgate.common.cli_support import configure_logging, describe
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     from skewgate.common.triton.server import Installation, triton_home
     from skewgate.demo.digits import train_and_save
     from skewgate.pipelines.local import run_locally, verdict_table
-    from skewgate.pipelines.nightly_drift import nightly_drift_local
+    from skewgate.pipelines.nightly_drift import build_nightly_drift
     from skewgate.pipelines.release_gate import release_gate
 
     try:  # the probe step needs a real tritonserver: say so now, not after training and two pipeline runs
@@ -73,10 +74,15 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
               "current_data": str(data.current), "model_name": MODEL_NAME, "mlflow_tracking_uri": tracking_uri,
               "trusted_public_keys": public_key, "estimate_accuracy": label == "good"})
             for label, candidate in (("good", data.good), ("defective", data.defective), ("weak", data.weak))]
-    runs += [(f"nightly drift, {label} serving data", nightly_drift_local,
+    # two successive nights, as the schedule would date them: the drift history then charts two points, not
+    # two values on one night
+    today = datetime.now(UTC).replace(hour=2, minute=0, second=0, microsecond=0)
+    runs += [(f"nightly drift, {label} serving data",
+              build_nightly_drift(run_date=night.isoformat(timespec="seconds"), mlflow_secret_name=""),
               {"serving_snapshot": str(snapshot), "model_name": MODEL_NAME, "mlflow_tracking_uri": tracking_uri,
                "estimate_accuracy": True})
-             for label, snapshot in (("healthy", data.current), ("unscaled-pixels", data.serving_bug))]
+             for label, snapshot, night in (("healthy", data.current, today - timedelta(days=1)),
+                                            ("unscaled-pixels", data.serving_bug, today))]
     for title, pipeline, arguments in runs:
         log.info("running the %s", title)
         run = run_locally(pipeline, arguments, pipeline_root=workdir / "kfp", log_file=workdir / "kfp.log")

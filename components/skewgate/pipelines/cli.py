@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -192,6 +193,18 @@ def _params(items: list[str], *, local: bool) -> dict[str, str]:
     return params
 
 
+def whole_integer_defaults(spec: str) -> str:
+    """`spec` (a compiled pipeline) with its header's integer defaults written as integers: KFP writes every
+    number as a float there (`max_samples: int [Default: 64.0]`), which reads as if fractions were allowed. Only
+    the leading comment changes; the spec's `defaultValue` is a protobuf number either way."""
+    lines = spec.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if not line.startswith("#"):
+            break
+        lines[i] = re.sub(r"^(#\s+\w+: int \[Default: -?\d+)\.0\]", r"\1]", line)
+    return "".join(lines)
+
+
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     args = build_parser(parser).parse_args(argv)
     from skewgate.common.cli_support import configure_logging
@@ -210,6 +223,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
             return 2
         args.out.parent.mkdir(parents=True, exist_ok=True)
         compiler.Compiler().compile(pipeline, str(args.out))
+        args.out.write_text(whole_integer_defaults(args.out.read_text()))
         warn_if_unsigned(args.pipeline, args.signing_secret)
         print(f"wrote {args.out}", file=sys.stderr)
         return 0

@@ -84,7 +84,7 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
         allow_unsigned: bool = False,
         compare_thresholds: str = "",
         compare_confidence: float = 0.95,
-        compare_max_churn: float = -1.0,
+        compare_max_churn: str = "",
         compare_task: str = "auto",
         fp16_candidate: bool = False,
         policy: str = "",
@@ -127,7 +127,7 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
             compare_thresholds: Compare thresholds — as `skewgate compare --threshold`, `;`-separated (empty:
                 the defaults), judged against the `alias` version on `eval_data` (`labels`, `slices`).
             compare_confidence: Compare confidence — level of the bootstrap interval on each difference.
-            compare_max_churn: Max churn — largest share of changed top-1 answers (< 0: reported, not gated).
+            compare_max_churn: Max churn — largest share of changed top-1 answers, in [0, 1] (empty: not gated).
             compare_task: Compare task — auto, classification or regression.
             fp16_candidate: FP16 candidate — parity also judges an FP16 conversion of the model layer by layer
                 (overflow, SQNR floor) and proposes the ops to keep in FP32.
