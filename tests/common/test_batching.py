@@ -45,10 +45,21 @@ def test_a_per_sample_runtime_passes_with_no_variation():
                                        dynamic=True)
     assert check.name == "batch_invariance.ort" and check.passed
     assert (check.value, check.limit) == (0.0, 1.0)
-    assert check.detail == "sizes [1, 3, 5] vs batch-1 outputs (y rtol 0, atol 0; total rtol 0, atol 0); " \
+    assert check.detail == "sizes [3, 5] vs each sample alone (y rtol 0, atol 0; total rtol 0, atol 0); " \
                            "worst: batch invariant"
     assert variation == {"y": 0.0, "total": 0.0}
-    assert run.sizes == [1, 1, 1, 1, 1, 1, 3, 5]  # each sample alone, then each batch size once
+    assert run.sizes == [1, 1, 1, 1, 1, 3, 5]  # each sample alone, then each larger batch size once
+
+
+def test_the_whole_batch_given_is_not_run_again_and_is_judged():
+    """export passes the whole-batch outputs it already has: the largest size is not run again, and a whole
+    batch that differs from the samples alone still fails."""
+    run = Recorder(per_sample)
+    whole = [np.zeros((5, 4)), np.zeros((5, 1))]
+    check, _ = batch_invariance("ort", run, feeds(5), ["y", "total"], {"y": EXACT, "total": EXACT},
+                                dynamic=True, whole=whole)
+    assert run.sizes == [1, 1, 1, 1, 1, 3]
+    assert not check.passed and "batch 5" in check.detail
 
 
 def test_each_runner_call_gets_every_input_sliced_alike():
@@ -63,7 +74,7 @@ def test_each_runner_call_gets_every_input_sliced_alike():
     for i in range(3):  # the singles: sample i of each input, batch dimension kept
         for name in given:
             np.testing.assert_array_equal(seen[i][name], given[name][i:i + 1])
-    assert [len(s["x"]) for s in seen[3:]] == [len(s["mask"]) for s in seen[3:]] == [1, 3]
+    assert [len(s["x"]) for s in seen[3:]] == [len(s["mask"]) for s in seen[3:]] == [3]
 
 
 def test_samples_leaking_into_each_other_fail_naming_the_batch_and_the_output():
@@ -120,15 +131,24 @@ def test_a_static_batch_is_not_evaluated_and_fails_without_running():
 
 
 @pytest.mark.parametrize("n, sizes", [
-    pytest.param(1, [1], id="one-sample"),
-    pytest.param(2, [1, 2], id="two"),
-    pytest.param(8, [1, 5, 8], id="even"),
+    pytest.param(2, [2], id="two"),
+    pytest.param(3, [3], id="three"),
+    pytest.param(8, [5, 8], id="even"),
 ])
-def test_the_batch_sizes_are_one_an_odd_size_and_all(n, sizes):
+def test_the_batch_sizes_are_an_odd_size_and_all_beside_each_sample_alone(n, sizes):
     run = Recorder(per_sample)
     check, _ = batch_invariance("ort", run, feeds(n), ["y", "total"], {"y": EXACT, "total": EXACT}, dynamic=True)
-    assert check.passed and check.detail.startswith(f"sizes {sizes} vs batch-1 outputs")
+    assert check.passed and check.detail.startswith(f"sizes {sizes} vs each sample alone")
     assert run.sizes == [1] * n + sizes
+
+
+def test_one_example_input_is_not_judged_and_fails():
+    """What was not judged is never a pass: one sample has no batch to compare with itself alone."""
+    run = Recorder(per_sample)
+    check, variation = batch_invariance("ort", run, feeds(1), ["y", "total"], {"y": EXACT, "total": EXACT},
+                                        dynamic=True)
+    assert not check.passed and check.detail.startswith("not evaluated: 1 example input")
+    assert run.sizes == [] and variation == {}
 
 
 def test_outputs_are_matched_by_position_to_the_names():

@@ -42,24 +42,31 @@ def add_failing(found: dict[int, float], along: ClosenessAlong) -> None:
         found[index] = max(found.get(index, 0.0), float(along.worst_ratio[index]))
 
 
-def batch_runs(run: Runner, feeds: Mapping[str, np.ndarray]) -> BatchRuns:
-    """Every sample alone, then batch sizes 1, an odd size and the largest (`compare.batch_sizes`)."""
+def batch_runs(run: Runner, feeds: Mapping[str, np.ndarray], *, whole: list[np.ndarray] | None = None) -> BatchRuns:
+    """Every sample alone, then the batch sizes of `compare.batch_sizes` above 1 (an odd size, the largest; a
+    batch of 1 is the first sample alone). `whole`: the outputs of all of `feeds` in one batch, when the caller
+    has them (the largest size is then not run again)."""
     n = int(next(iter(feeds.values())).shape[0])
-    return BatchRuns(alone=[run({k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)],
-                     batched={size: run({k: v[:size] for k, v in feeds.items()}) for size in batch_sizes(n)})
+    alone = [run({k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)]
+    batched = {size: whole if size == n and whole is not None else run({k: v[:size] for k, v in feeds.items()})
+               for size in batch_sizes(n) if size > 1}
+    return BatchRuns(alone=alone, batched=batched)
 
 
 def batch_invariance(runtime: str, run: Runner, feeds: dict[str, np.ndarray], names: Sequence[str],
                      tols: Mapping[str, Tolerance], *, dynamic: bool, runs: BatchRuns | None = None,
-                     ) -> tuple[Check, dict[str, float]]:
+                     whole: list[np.ndarray] | None = None) -> tuple[Check, dict[str, float]]:
     """Batch sizes 1, an odd size and the largest; `dynamic=False` (a static batch) cannot be evaluated: fail.
-    `runs`: the runs already made (`batch_runs`), else `run` makes them. Also returns the largest
+    `runs`: the runs already made (`batch_runs`), else `run` makes them (reusing `whole`, the outputs of the
+    whole batch). Also returns the largest
     |batched − alone| per output: the runtime's own batch-size variation."""
     name = f"batch_invariance.{runtime}"
     n = int(next(iter(feeds.values())).shape[0])
     if not dynamic:  # the program itself only accepts its traced batch size
         return Check(name, passed=False, detail="not evaluated: the batch dimension is static"), {}
-    runs = batch_runs(run, feeds) if runs is None else runs
+    if n < 2:
+        return Check(name, passed=False, detail=f"not evaluated: {n} example input(s); a batch needs at least 2"), {}
+    runs = batch_runs(run, feeds, whole=whole) if runs is None else runs
     worst, where = 0.0, "batch invariant"
     variation = dict.fromkeys(names, 0.0)
     for size, out_name, batched, alone in runs.pairs(names):
@@ -70,4 +77,4 @@ def batch_invariance(runtime: str, run: Runner, feeds: dict[str, np.ndarray], na
             where = f"batch {size}, output {out_name}: {closeness.describe()}"
     allowed = "; ".join(f"{k} rtol {t.rtol:.3g}, atol {t.atol:.3g}" for k, t in tols.items())
     return Check(name, passed=worst <= 1.0, value=worst, limit=1.0,
-                 detail=f"sizes {batch_sizes(n)} vs batch-1 outputs ({allowed}); worst: {where}"), variation
+                 detail=f"sizes {sorted(runs.batched)} vs each sample alone ({allowed}); worst: {where}"), variation
