@@ -60,3 +60,28 @@ def test_partials_merged_over_shards_decide_as_one_pass(tmp_path, current):
         assert row["statistic"] == pytest.approx(single[row["feature"]], abs=bound + 1e-12)
     assert fanned.verdict.details["mmd"]["value"] == pytest.approx(one.verdict.details["mmd"]["value"], rel=1e-6)
     assert fanned.coverage == pytest.approx(one.coverage)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_coverage_from_sorted_columns_equals_binning_each_value(seed):
+    """The one-sort path (columns sorted for the sketches, eleven binary searches a feature) counts exactly what
+    binning every value does: values on the edges themselves, repeated edges (ties in the deciles), ±Inf and
+    NaN included."""
+    from skewgate.drift.stats.source import Batch
+    from skewgate.drift.stats.stream import Accumulator
+
+    rng = np.random.default_rng(seed)
+    values = np.round(rng.standard_normal((4_000, 3)), 1).astype(np.float32)  # a 0.1 grid: many ties
+    values[rng.integers(0, 4_000, 50), 0] = np.nan
+    values[rng.integers(0, 4_000, 20), 1] = np.inf
+    values[rng.integers(0, 4_000, 20), 2] = -np.inf
+    edges = np.quantile(np.round(rng.standard_normal((3, 500)), 1), np.linspace(0, 1, 11), axis=1).T
+    edges[1, 4] = edges[1, 5]  # a repeated edge
+    names = ("a", "b", "c")
+    counted = []
+    for tables in (True, False):  # tables: the batch is sorted, and coverage counts from the sorted columns
+        acc = Accumulator(names, names, (), seed=0, exact_rows=1 << 16, capacity=4096, edges=edges, tables=tables)
+        acc.add(Batch(origin="x", numeric=values, categorical={}))
+        counted.append(acc.coverage.copy())
+    np.testing.assert_array_equal(counted[0], counted[1])
+    assert counted[0].sum(axis=1).tolist() == [4_000] * 3 and counted[0][0, 12] > 0

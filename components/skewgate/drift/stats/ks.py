@@ -9,6 +9,7 @@ order statistics, for which the reference CDF — and therefore the KS statistic
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -85,6 +86,7 @@ def ks_pvalue(d: float, n: int, m: int) -> float:
     return kolmogorov_sf(d * math.sqrt(n * m / (n + m)))
 
 
+@functools.lru_cache(maxsize=1024)  # a pure function, asked once per feature with the same sizes (512 features)
 def critical_d(alpha: float, n: int, m: int) -> float:
     """The smallest D whose p-value (`ks_pvalue`) is at most `alpha`: 1 when none is (tiny samples)."""
     if n == 0 or m == 0 or ks_pvalue(1.0, n, m) > alpha:

@@ -125,8 +125,12 @@ class QuantileSketch:
         levels = np.asarray(levels, dtype=np.float64)
         if self.n == 0:
             return np.full(levels.shape, np.nan)
-        if self.lower is None:
-            return np.quantile(self.values, levels)
+        if self.lower is None:  # every value, sorted: numpy's "linear" quantile read off the order statistics
+            position = levels * (self.n - 1)  # (np.quantile copies and partitions the whole column first)
+            below = np.floor(position).astype(np.int64)
+            low = self.values[below].astype(np.float64)
+            high = self.values[np.minimum(below + 1, self.n - 1)].astype(np.float64)
+            return low + (high - low) * (position - below)
         values, lower, upper = self._bounds()
         middle = (lower + upper) / 2.0 / self.n
         index = np.clip(np.searchsorted(middle, levels), 0, len(values) - 1)
@@ -201,7 +205,9 @@ class SketchBuilder:
         if values.size == 0:
             return
         if self._exact is not None:
-            self._exact.append(values.copy())
+            # kept as given, not copied: a fresh sort (here, or the accumulator's sorted batch, which nothing
+            # writes to), so a view holds no more than a copy would
+            self._exact.append(values)
             self._exact_n += values.size
             if self._exact_n <= self.exact_rows:
                 return
