@@ -52,7 +52,7 @@ from skewgate.drift.stats.profile import (
 )
 from skewgate.drift.stats.sketch import ks_bounds
 from skewgate.drift.stats.source import Batch, Source, open_source
-from skewgate.drift.stats.stream import Accumulator, MmdPlan, SideStats
+from skewgate.drift.stats.stream import Accumulator, MmdPlan, SideStats, replay_mmd
 
 log = logging.getLogger(__name__)
 STEP = "drift"
@@ -204,8 +204,11 @@ def make_profile(reference: str | Path, *, options: DriftOptions = _DEFAULTS, em
     if embed is None and not source.numeric_names:
         raise InputError(reference, expected="at least one numeric feature (or --embed-onnx)", found="none")
     log.info("reading the reference %s (tables, moments, a %d-row sample)", source, options.sample_rows)
+    # MMD's rows are drawn in this pass too (at the share the row count sets), then mapped once the
+    # standardisation is known: no second read while they fit in `SELECT_BUDGET`
+    rate = _mmd_rate(source.count_rows(), options)
     first = _accumulate(source, source.numeric_names, options, sample_rows=options.sample_rows, embedder=embed,
-                        split_ids=source.ids)
+                        split_ids=source.ids, select_rate=rate)
     if first.rows == 0 or first.sample is None:
         raise InputError(reference, expected="at least one row", found="none")
     center, scale = first.standardisation()
@@ -215,8 +218,12 @@ def make_profile(reference: str | Path, *, options: DriftOptions = _DEFAULTS, em
                               features=options.rff_features, seed=options.seed)
     plan = MmdPlan(center=center, scale=scale, features=rff, rate=_mmd_rate(first.rows, options),
                    keep_rows=options.permutation_max_rows if exact else 0)
-    log.info("reading the reference again for MMD (%.3g of its rows)", plan.rate)
-    second = _accumulate(source, source.numeric_names, options, tables=False, mmd=plan, embedder=embed)
+    if first.mmd_selected is not None and plan.rate == rate:
+        second = replay_mmd(first.mmd_selected, plan, source.numeric_names)
+        first.mmd_selected = None  # mapped: free the rows before the profile is built
+    else:
+        log.info("reading the reference again for MMD (%.3g of its rows)", plan.rate)
+        second = _accumulate(source, source.numeric_names, options, tables=False, mmd=plan, embedder=embed)
     assert second.rff_sum is not None
     sampled = rff.transform(sample).astype(np.float64)
     categories, id_split = kept_categories(first.categories, first.id_selection, source.ids, options.max_categories)

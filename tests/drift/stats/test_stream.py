@@ -85,3 +85,29 @@ def test_coverage_from_sorted_columns_equals_binning_each_value(seed):
         counted.append(acc.coverage.copy())
     np.testing.assert_array_equal(counted[0], counted[1])
     assert counted[0].sum(axis=1).tolist() == [4_000] * 3 and counted[0][0, 12] > 0
+
+
+@pytest.mark.parametrize("exact", [pytest.param(False, id="saved-profile"), pytest.param(True, id="two-dataset")])
+@pytest.mark.parametrize("mmd_max_rows", [pytest.param(100_000, id="every-row"), pytest.param(700, id="a-share")])
+def test_a_reference_read_once_gives_the_mmd_a_second_read_gives(write, monkeypatch, caplog, exact, mmd_max_rows):
+    """make_profile keeps the rows MMD draws in its first pass and maps them once the standardisation is known;
+    over the budget it reads the reference again. Both give the same mean embedding, rows and kept rows."""
+    import logging
+
+    from skewgate.drift.stats import stream
+
+    path = write("ref", make_frame(3_000, seed=4))
+    options = DriftOptions(mmd_max_rows=mmd_max_rows, batch_rows=1_000)
+    profiles = []
+    for budget in (stream.SELECT_BUDGET, 0):  # 0: nothing fits, a second pass
+        monkeypatch.setattr(stream, "SELECT_BUDGET", budget)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="skewgate.drift.core"):
+            profiles.append(make_profile(path, options=options, exact=exact))
+        assert ("reading the reference again" in caplog.text) == (budget == 0)
+    once, twice = profiles
+    assert once.mmd_rows == twice.mmd_rows and (once.mmd_rows == 3_000) == (mmd_max_rows > 3_000)
+    assert 0 < once.mmd_rows
+    np.testing.assert_array_equal(once.mean_embedding, twice.mean_embedding)
+    if exact:
+        np.testing.assert_array_equal(once.extra["raw_reference"], twice.extra["raw_reference"])

@@ -3,8 +3,8 @@ local disk or an object store (`s3://…`, `gs://…` through pyarrow's filesyst
 
 Partition keys of a Hive layout (`date=2026-12-01/`) say where rows were written, not what the model saw, so
 they are not features. An S3 endpoint comes from `AWS_ENDPOINT_URL` and credentials from the usual AWS
-variables. Memory is bounded by `batch_rows` rows and one Parquet row group (an `.npz` is read whole: it holds
-arrays, not logs).
+variables. Memory is bounded by a batch (`batch_rows` rows, fewer for wide data: `BATCH_BYTES`) and one Parquet
+row group (an `.npz` is read whole: it holds arrays, not logs).
 """
 
 from __future__ import annotations
@@ -27,7 +27,11 @@ if TYPE_CHECKING:
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
-BATCH_ROWS = 65_536
+# Rows per batch, at most `BATCH_BYTES` of float32 features: large batches for a few features (each batch is a
+# sorted chunk merged into every feature's sketch: 262,144 rows ran 8M x 4 in 0.6-0.8x the time of 65,536, with a
+# smaller KS error bound), fewer rows for wide data (512 features: 32,768)
+BATCH_ROWS = 262_144
+BATCH_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -193,6 +197,7 @@ class Source:
         return counts
 
     def batches(self, *, batch_rows: int = BATCH_ROWS) -> Iterator[Batch]:
+        batch_rows = max(1, min(batch_rows, BATCH_BYTES // (4 * max(1, len(self.numeric_names)))))
         if self._npz is not None:
             yield from self._npz_batches(batch_rows)
             return

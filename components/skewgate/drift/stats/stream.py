@@ -26,6 +26,9 @@ from skewgate.drift.stats.sketch import QuantileSketch, SketchBuilder, merge_ske
 from skewgate.drift.stats.source import Batch
 
 COVERAGE_BINS = 13  # below min, deciles 1..10, above max, NaN
+# the most bytes of MMD-input rows a reference pass keeps for MMD (`select_rate`): 131,072 rows of 512 float32
+# features; a wider input (a large embedding) is read a second time instead
+SELECT_BUDGET = 256 << 20
 Embedder = Callable[[Batch], np.ndarray]
 
 
@@ -60,6 +63,9 @@ class SideStats:
     sample: np.ndarray | None = None  # the MMD-input rows with the smallest keys (a uniform sample)
     sample_keys: np.ndarray | None = None
     id_selection: dict[str, dict[str, int]] = field(default_factory=dict)  # id counts in the rows that rank ids
+    # the raw MMD-input rows MMD would draw (`Accumulator(select_rate=…)`), per batch; None when not asked or over
+    # the budget: the reference's MMD is then computed in a second pass
+    mmd_selected: list[np.ndarray] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def nan_share(self) -> dict[str, float]:
@@ -97,7 +103,7 @@ class Accumulator:
                  categorical_names: Iterable[str], *, seed: int, exact_rows: int, capacity: int,
                  tables: bool = True, edges: np.ndarray | None = None, mmd: MmdPlan | None = None,
                  sample_rows: int = 0, embedder: Embedder | None = None, split_ids: Collection[str] = (),
-                 selection_share: float = SELECTION_SHARE) -> None:
+                 selection_share: float = SELECTION_SHARE, select_rate: float | None = None) -> None:
         self.names = numeric_names
         self.order = np.array([source_numeric.index(n) for n in numeric_names], dtype=np.int64)
         self.identity = list(self.order) == list(range(len(source_numeric)))
@@ -123,6 +129,9 @@ class Accumulator:
         self.sample: np.ndarray | None = None
         self.sample_keys = np.zeros(0)
         self._rngs: dict[tuple[str, int], np.random.Generator] = {}
+        self.select_rate = select_rate
+        self.selected: list[np.ndarray] | None = [] if select_rate is not None else None
+        self._selected_bytes = 0
 
     def _rng(self, origin: str, purpose: int) -> np.random.Generator:
         key = (origin, purpose)
@@ -136,14 +145,16 @@ class Accumulator:
         ordered = self._add_tables(numeric, batch) if self.tables else None
         if self.edges is not None:
             self._add_coverage(numeric, batch, ordered)
-        if self.mmd is None and not self.sample_rows:
+        if self.mmd is None and not self.sample_rows and self.selected is None:
             return
         mmd_input = self.embedder(batch) if self.embedder is not None else numeric
         if self.sample_rows:
             self._add_moments(mmd_input)
             self._add_sample(mmd_input, self._rng(batch.origin, 1).random(len(mmd_input)))
+        if self.selected is not None:
+            self._select(self._mmd_rows(mmd_input, batch.origin, self.select_rate or 1.0))
         if self.mmd is not None:
-            self._add_mmd(mmd_input, batch.origin)
+            self.add_mmd_rows(self._mmd_rows(mmd_input, batch.origin, self.mmd.rate))
 
     def _columns(self, numeric: np.ndarray, batch: Batch) -> list[np.ndarray]:
         """Each feature's values in this batch: its column, or every pooled value of an N-D feature."""
@@ -244,12 +255,24 @@ class Accumulator:
             rows, keys = np.concatenate([self.sample, rows]), np.concatenate([self.sample_keys, keys])
         self.sample, self.sample_keys = _smallest(rows, keys, self.sample_rows)
 
-    def _add_mmd(self, x: np.ndarray, origin: str) -> None:
+    def _mmd_rows(self, x: np.ndarray, origin: str, rate: float) -> np.ndarray:
+        """The rows of this batch that enter MMD: a seeded share `rate` per file (every row at 1)."""
+        return x[self._rng(origin, 2).random(len(x)) < rate] if rate < 1.0 else x
+
+    def _select(self, rows: np.ndarray) -> None:
+        """Keeps the rows MMD will draw, while they fit in `SELECT_BUDGET` bytes (else none: a second pass)."""
+        assert self.selected is not None
+        self._selected_bytes += rows.nbytes
+        if self._selected_bytes > SELECT_BUDGET:
+            self.selected = None
+        else:
+            self.selected.append(rows)
+
+    def add_mmd_rows(self, x: np.ndarray) -> None:
+        """MMD's share of a batch (`_mmd_rows`), standardised with the plan and summed in random features."""
         from skewgate.drift.stats.profile import standardise
 
         assert self.mmd is not None
-        if self.mmd.rate < 1.0:
-            x = x[self._rng(origin, 2).random(len(x)) < self.mmd.rate]
         z = standardise(x, self.mmd.center, self.mmd.scale)
         total = self.mmd.features.transform(z).sum(axis=0, dtype=np.float64)
         self.rff_sum = total if self.rff_sum is None else self.rff_sum + total
@@ -268,7 +291,16 @@ class Accumulator:
             kept=None if self.kept is None else _stack(self.kept, self.mmd),
             keep_rows=self.mmd.keep_rows if self.mmd else 0,
             moments=self.moments, sample=self.sample, sample_keys=self.sample_keys if self.sample_rows else None,
-            id_selection={n: dict(c) for n, c in self.selection.items()})
+            id_selection={n: dict(c) for n, c in self.selection.items()}, mmd_selected=self.selected)
+
+
+def replay_mmd(selected: list[np.ndarray], plan: MmdPlan, numeric_names: tuple[str, ...]) -> SideStats:
+    """The statistics a second MMD pass (`Accumulator(tables=False, mmd=plan)`) computes, from the rows the
+    first pass selected at the plan's rate: the same rows, batch by batch, without reading the data again."""
+    acc = Accumulator(numeric_names, numeric_names, (), seed=0, exact_rows=0, capacity=2, tables=False, mmd=plan)
+    for rows in selected:
+        acc.add_mmd_rows(rows)
+    return acc.result()
 
 
 def _sorted_rows(numeric: np.ndarray, *, block: int = 4096) -> np.ndarray:
