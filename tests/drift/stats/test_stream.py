@@ -107,7 +107,7 @@ def test_a_reference_read_once_gives_the_mmd_a_second_read_gives(write, monkeypa
         assert ("reading the reference again" in caplog.text) == (budget == 0)
     once, twice = profiles
     assert once.mmd_rows == twice.mmd_rows and (once.mmd_rows == 3_000) == (mmd_max_rows > 3_000)
-    assert 0 < once.mmd_rows
+    assert once.mmd_rows > 0
     np.testing.assert_array_equal(once.mean_embedding, twice.mean_embedding)
     if exact:
         np.testing.assert_array_equal(once.extra["raw_reference"], twice.extra["raw_reference"])
