@@ -22,7 +22,10 @@ from tests.verify.test_registry import _SilentServer
 @pytest.mark.parametrize(("number", "raised"), [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Terminated)],
                          ids=["SIGINT", "SIGTERM"])
 def test_a_deferred_interrupt_lets_the_block_finish_then_raises(number, raised, capsys):
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    # Python's own Ctrl-C handler, as an interactive shell starts it (a job started in the background of a
+    # script inherits SIGINT ignored, and Python then keeps it ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     raise_on_sigterm()
     try:
         finished = []
@@ -37,7 +40,8 @@ def test_a_deferred_interrupt_lets_the_block_finish_then_raises(number, raised, 
             os.kill(os.getpid(), number)
             time.sleep(0.05)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
 
 
 def test_a_block_without_an_interrupt_raises_nothing():
@@ -55,8 +59,11 @@ def silent():
 def _interrupted(argv, number, *, server):
     """Run `skewgate ARGV`, send NUMBER once it has connected to SERVER (past its imports, however busy the machine
     is), and return its exit code, stderr and the seconds from the signal to its exit."""
+    # SIGINT at its default in the child, as a terminal starts a command: a background job of a script (how CI may
+    # run the suite) inherits it ignored, and Python then never installs its Ctrl-C handler
     process = subprocess.Popen([sys.executable, "-m", "skewgate", *argv], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     waited_until = time.monotonic() + 120
     while not server.connections and process.poll() is None and time.monotonic() < waited_until:
         time.sleep(0.05)
