@@ -176,3 +176,24 @@ def test_the_samples_that_differ_batched_are_named_with_their_worst_ratio():
                 expected[i] = max(expected.get(i, 0.0), gap / atol)
     assert expected and failing == pytest.approx(expected, rel=1e-4)
     assert runs.failing(["y", "total"], {"y": EXACT, "total": Tolerance(rtol=0.0, atol=1e3)}) == {}
+
+
+@pytest.mark.parametrize(("k", "passes"), [pytest.param(0.95, True, id="just-inside"),
+                                           pytest.param(1.05, False, id="just-outside")])
+def test_a_batched_difference_is_judged_at_its_tolerance(k, passes):
+    """float32's tolerance (rtol 1.3e-6, atol 1e-5): one element of one sample moves by k times what it allows,
+    only when batched. The check decides at k = 1, not ten times away."""
+    tol = Tolerance(rtol=1.3e-6, atol=1e-5)
+
+    def batch_dependent(inputs):
+        y, total = (a.astype(np.float64) for a in per_sample(inputs))
+        if len(y) > 1:
+            y[1, 2] += k * (tol.atol + tol.rtol * abs(y[1, 2]))
+        return [y, total]
+
+    check, variation = batch_invariance("ort", batch_dependent, feeds(5), ["y", "total"], {"y": tol, "total": tol},
+                                        dynamic=True)
+    assert check.passed is passes
+    assert check.value == pytest.approx(k, rel=1e-6)
+    assert variation["y"] == pytest.approx(k * (tol.atol + tol.rtol * abs(float(per_sample(feeds(5))[0][1, 2]))),
+                                           rel=1e-6)

@@ -51,6 +51,11 @@ def test_a_trained_model_in_eval_mode_passes_every_lint_check():
                      id="bn-stats-never-updated"),
         pytest.param(lambda m: (m.eval(), m.bn.running_var.fill_(-1.0)), "lint.batchnorm_stats_finite", "bn",
                      id="negative-running-var"),
+        # one bad channel among good ones (a check that looks at every channel at once would pass these)
+        pytest.param(lambda m: (m.eval(), m.bn.running_var.__setitem__(2, -1e-6)), "lint.batchnorm_stats_finite",
+                     "bn", id="one-channel-just-below-zero-var"),
+        pytest.param(lambda m: (m.eval(), m.bn.running_mean.__setitem__(1, float("inf"))),
+                     "lint.batchnorm_stats_finite", "bn", id="one-channel-infinite-mean"),
         pytest.param(lambda m: (m.eval(), m.fc.weight.data.__setitem__((0, 0), float("nan"))),
                      "lint.weights_finite", "fc.weight", id="nan-weight"),
     ],
@@ -68,3 +73,19 @@ def test_tanh_gelu_is_counted_apart_from_erf():
     torch.manual_seed(0)
     _, gelus = _lint(_trained(Block(gelu="tanh")).eval())
     assert gelus.approximations == {"tanh": 1}
+
+
+@pytest.mark.parametrize("plant", [
+    pytest.param(lambda m: m.bn.running_var.__setitem__(2, 0.0), id="one-channel-zero-var"),
+    pytest.param(lambda m: (m.bn.running_mean.zero_(), m.bn.running_var.fill_(1.0),
+                            m.bn.running_var.__setitem__(3, 1.0 + 1e-6)), id="one-channel-updated"),
+])
+def test_statistics_just_inside_the_limits_pass(plant):
+    """A zero variance is a valid statistic (BatchNorm divides by sqrt(var + eps)), and statistics of which one
+    channel moved off the initial values were updated by training."""
+    torch.manual_seed(0)
+    model = _trained(Block()).eval()
+    with torch.no_grad():
+        plant(model)
+    checks, _ = _lint(model)
+    assert checks["lint.batchnorm_stats_finite"].passed and checks["lint.batchnorm_stats_trained"].passed
