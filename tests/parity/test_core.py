@@ -142,6 +142,27 @@ def test_first_divergence_skips_errors_inherited_from_upstream():
     assert first_divergence(values, {"a": error(False)}, lambda e: not e.ok) is None
 
 
+@pytest.mark.parametrize(("bad", "first"), [
+    pytest.param("bcde", "b", id="keeps-diverging"),
+    pytest.param("bde", "b", id="comes-back-then-diverges-again"),
+    pytest.param("de", "d", id="diverges-late"),
+    pytest.param("", None, id="never"),
+])
+def test_first_divergence_is_the_earliest_even_when_values_come_back_within_bounds(bad, first):
+    """A chain a → b → c → d → e where `bad` values are out of bounds: a value that comes back within bounds
+    (c, after a ReLU clamps the error away) does not move the first divergence to where it diverges again."""
+    from skewgate.common.compare import Tolerance
+
+    chain = [("a", "x"), ("b", "a"), ("c", "b"), ("d", "c"), ("e", "d")]
+    values = {name: OnnxValue(name, f"n_{name}", "Op", f"m.{name}", (src,), depth)
+              for depth, (name, src) in enumerate(chain)}
+    errors = {}
+    for name, _ in chain:
+        errors[name] = RunningError(tolerance=Tolerance(0, 0))
+        errors[name].count, errors[name].worst_ratio = 1, (5.0 if name in bad else 0.5)
+    assert first_divergence(values, errors, lambda e: not e.ok) == first
+
+
 def int8_checks(reference, candidate, **options):
     """`_int8_checks` on outputs (one array: the output `out`; else name → array) held in two batches, as parity
     streams them; the figures of `out` when it is the only one."""
