@@ -72,8 +72,9 @@ lint: $(VENV)/.installed-test
 compile: setup
 	SKEWGATE=$(BIN)/skewgate pipelines/compile.sh
 
-bench: setup
+bench: setup $(VENV)/.installed-test
 	$(BIN)/python benchmarks/drift_bench.py
+	$(BIN)/python benchmarks/export_bench.py
 	$(BIN)/python benchmarks/probe_bench.py
 	$(BIN)/python benchmarks/parity_bench.py
 	$(BIN)/python benchmarks/stream_bench.py
