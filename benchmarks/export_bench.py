@@ -21,6 +21,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE = 224
@@ -40,9 +43,9 @@ np.testing.assert_allclose(ours, theirs, rtol=1e-3, atol=1e-4)
 '''
 
 
-def build(work: Path, samples: int) -> tuple[Path, Path]:
-    """resnet18's program (dynamic batch) and `samples` inputs at 224×224, in `work`."""
-    import numpy as np
+def resnet18(samples: int) -> tuple[Any, np.ndarray]:
+    """torchvision's resnet18 in eval mode, random init with BatchNorm statistics from one batch (untouched ones
+    fail export's lint), and that batch: `samples` inputs at 224×224 (also benchmarks/resnet18_bench.py's)."""
     import torch
 
     sys.path.insert(0, str(ROOT))  # the tests' library zoo builds the model
@@ -52,8 +55,15 @@ def build(work: Path, samples: int) -> tuple[Path, Path]:
     model = torchvision_models().resnet18().train()
     x = np.random.default_rng(0).normal(size=(samples, 3, SIZE, SIZE)).astype(np.float32)
     with torch.no_grad():
-        model(torch.from_numpy(x))  # BatchNorm statistics of real data: untouched ones fail export's lint
-    model.eval()
+        model(torch.from_numpy(x))
+    return model.eval(), x
+
+
+def build(work: Path, samples: int) -> tuple[Path, Path]:
+    """resnet18's program (dynamic batch) and `samples` inputs at 224×224, in `work`."""
+    import torch
+
+    model, x = resnet18(samples)
     batch = torch.export.Dim("batch", min=1, max=1024)
     program = torch.export.export(model, (torch.from_numpy(x[:2]),), dynamic_shapes={"x": {0: batch}})
     torch.export.save(program, str(work / "resnet18.pt2"))

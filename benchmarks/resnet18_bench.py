@@ -11,19 +11,15 @@ INT8 file calibrate wrote), each beside one warm PyTorch forward and one warm ON
 
 from __future__ import annotations
 
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from export_bench import SIZE, resnet18  # benchmarks/ is the script's folder: first on sys.path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' library zoo builds the model
-
-from tests.library_zoo import torchvision_models
-
-SAMPLES, SIZE = 32, 224
+SAMPLES = 32
 
 
 def main() -> None:
@@ -33,12 +29,7 @@ def main() -> None:
     from skewgate.export.core import export_model
     from skewgate.parity.core import ParityOptions, parity
 
-    torch.manual_seed(0)
-    model = torchvision_models().resnet18().train()
-    x = np.random.default_rng(0).normal(size=(SAMPLES, 3, SIZE, SIZE)).astype(np.float32)
-    with torch.no_grad():
-        model(torch.from_numpy(x))  # BatchNorm statistics of real data: untouched ones fail export's lint
-    model.eval()
+    model, x = resnet18(SAMPLES)
     with torch.no_grad():
         model(torch.from_numpy(x))  # warm
         started = time.perf_counter()
