@@ -129,6 +129,8 @@ class Accumulator:
         self.sample: np.ndarray | None = None
         self.sample_keys = np.zeros(0)
         self._rngs: dict[tuple[str, int], np.random.Generator] = {}
+        # both draw MMD's rows from one seeded stream per file: one accumulator does one or the other
+        assert select_rate is None or mmd is None, "select the rows for MMD, or add them: not both"
         self.select_rate = select_rate
         self.selected: list[np.ndarray] | None = [] if select_rate is not None else None
         self._selected_bytes = 0
