@@ -37,7 +37,8 @@ def test_max_churn_that_is_no_number_names_the_parameter():
                                 max_churn="five percent")
 
 
-@pytest.mark.parametrize("text", [pytest.param("-0.01", id="just-below-0"), pytest.param("1.01", id="just-above-1")])
+@pytest.mark.parametrize("text", [pytest.param("-0.01", id="just-below-0"), pytest.param("1.01", id="just-above-1"),
+                                  pytest.param("nan", id="nan"), pytest.param("inf", id="inf")])
 def test_max_churn_outside_0_1_is_bad_input_when_judging_starts(text):
     options = options_from_parameters(alias="champion", task="auto", thresholds="", confidence=0.95,
                                       max_churn=text)

@@ -56,7 +56,8 @@ def batch_runs(run: Runner, feeds: Mapping[str, np.ndarray], *, whole: list[np.n
 def batch_invariance(runtime: str, run: Runner, feeds: dict[str, np.ndarray], names: Sequence[str],
                      tols: Mapping[str, Tolerance], *, dynamic: bool, runs: BatchRuns | None = None,
                      whole: list[np.ndarray] | None = None) -> tuple[Check, dict[str, float]]:
-    """Batch sizes 1, an odd size and the largest; `dynamic=False` (a static batch) cannot be evaluated: fail.
+    """An odd batch size and the largest, each against every sample alone (batch 1); `dynamic=False` (a static
+    batch) or fewer than 2 samples cannot be evaluated: fail.
     `runs`: the runs already made (`batch_runs`), else `run` makes them (reusing `whole`, the outputs of the
     whole batch). Also returns the largest
     |batched − alone| per output: the runtime's own batch-size variation."""
