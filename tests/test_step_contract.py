@@ -161,3 +161,49 @@ def test_every_component_parameter_defaults_to_its_options_default(tmp_path, com
             continue
         checked.append(name)
     assert checked, f"{component.name}: no parameter is named like an option"
+
+
+def _refusing_components():
+    from skewgate.calibrate.component import calibrate_op
+    from skewgate.compare.component import compare_op
+    from skewgate.parity.component import parity_op
+    from skewgate.probe.component import triton_probe_op
+
+    return [
+        pytest.param(calibrate_op, {"class_axis": "two"}, "class_axis", id="calibrate-class-axis"),
+        pytest.param(calibrate_op, {"output_tasks": "logits"}, "output_tasks", id="calibrate-output-tasks"),
+        pytest.param(parity_op, {"class_axis": "1.5"}, "class_axis", id="parity-class-axis"),
+        pytest.param(parity_op, {"states": "h"}, "state", id="parity-states"),
+        pytest.param(compare_op, {"max_churn": "five percent"}, "max_churn", id="compare-max-churn"),
+        pytest.param(triton_probe_op, {"states": "h=h=next"}, "state", id="probe-states"),
+    ]
+
+
+@pytest.mark.parametrize(("component", "given", "field"), _refusing_components())
+def test_a_parameter_that_does_not_parse_is_the_steps_recorded_error_verdict(tmp_path, mlflow_db, component, given,
+                                                                             field):
+    """A KFP parameter that is refused before the step's options exist fails the task as any error does (so
+    promote never runs) and is recorded: the verdict artifact and the step's MLflow run say `error`, naming it."""
+    import inspect
+
+    from kfp import dsl
+    from mlflow import MlflowClient
+
+    from skewgate.common.verdict import Verdict
+
+    arguments: dict = {}
+    parameters = inspect.signature(component.python_func).parameters
+    for name, parameter in parameters.items():
+        if parameter.default is inspect.Parameter.empty:  # an artifact: KFP passes it at a local path
+            arguments[name] = (dsl.Metrics if name == "metrics" else dsl.Artifact)(uri=str(tmp_path / name))
+    # every step records under the experiment `skewgate` here (compare under its model's name)
+    arguments.update(given, tracking_uri=mlflow_db, **{"experiment" if "experiment" in parameters else "model_name":
+                                                       "skewgate"})
+    with pytest.raises(RuntimeError, match="could not evaluate"):
+        component.python_func(**arguments)
+    verdict = Verdict.read(tmp_path / "verdict")
+    assert verdict.status == "error" and field in verdict.message
+    client = MlflowClient(mlflow_db)
+    [run] = client.search_runs([client.get_experiment_by_name("skewgate").experiment_id])
+    assert run.data.tags["skewgate.status"] == "error"
+    assert {k: run.data.params[k] for k in given} == given

@@ -58,19 +58,24 @@ def calibrate_op(
 
     from skewgate.calibrate.int8.ranges import Method
     from skewgate.calibrate.run import CalibrateOptions, run
+    from skewgate.common.errors import InputError
     from skewgate.common.kfp_io import finish
     from skewgate.common.output_tasks import Task, parse_class_axis, parse_output_tasks
-    from skewgate.common.recording import TrackingOptions
+    from skewgate.common.recording import TrackingOptions, record_refusal
 
-    # A KFP parameter is a plain string: `calibrate()` checks it is a `Method` before anything else (an
-    # InputError, recorded as the step's error verdict).
+    tracking = TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id)
+    outputs = {"verdict_artifact": verdict, "metrics": metrics, "report": report, "attestation": attestation}
+    try:
+        # A KFP parameter is a plain string: `calibrate()` checks `method` is a `Method` before anything else;
+        # the class axis and the output tasks are parsed here, and one that does not parse is recorded too.
+        options = CalibrateOptions(method=cast(Method, method), max_accuracy_drop=max_accuracy_drop,
+                                   min_top1_agreement=min_top1_agreement, task=cast(Task, task),
+                                   class_axis=parse_class_axis(class_axis),
+                                   output_tasks=parse_output_tasks(output_tasks.split(","), field_name="output_tasks"))
+    except InputError as err:
+        return finish(record_refusal("calibrate", err, tracking,
+                                     parameters={"class_axis": class_axis, "output_tasks": output_tasks}), **outputs)
     result = run(onnx=onnx_model.path, calibration=calibration_data.path, eval_data=eval_data.path,
-                 out=int8_model.path, plot=histograms.path, html=html_report.path,
-                 options=CalibrateOptions(method=cast(Method, method), max_accuracy_drop=max_accuracy_drop,
-                                          min_top1_agreement=min_top1_agreement, task=cast(Task, task),
-                                          class_axis=parse_class_axis(class_axis),
-                                          output_tasks=parse_output_tasks(output_tasks.split(","),
-                                                                          field_name="output_tasks")),
-                 tracking=TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id))
+                 out=int8_model.path, plot=histograms.path, html=html_report.path, options=options, tracking=tracking)
     int8_model.metadata["format"] = "onnx-qdq-int8"
-    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)
+    return finish(result, **outputs)

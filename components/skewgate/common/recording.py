@@ -109,6 +109,18 @@ def evaluate_and_record(step: str, evaluate: Evaluate, tracking: TrackingOptions
     return StepResult(verdict, envelope)
 
 
+def record_refusal(step: str, err: SkewgateError, tracking: TrackingOptions, *,
+                   parameters: Mapping[str, Any]) -> StepResult:
+    """The `error` verdict of a step whose parameters were refused before its options existed (a KFP string
+    such as `class_axis='two'` that does not parse), recorded in its step run as any error is: a task that
+    failed at start is in the run history, naming the parameter, and the raw `parameters` are its params."""
+
+    def refuse(_: StepRun | None) -> Verdict:
+        raise err
+
+    return evaluate_and_record(step, refuse, tracking, settings=dict(parameters))
+
+
 def _missing_local_input(inputs: Mapping[str, str | PurePath | None]) -> InputError | None:
     """The first input given as a plain local path (no URI, no glob) that does not exist, as an `InputError`."""
     from pathlib import Path

@@ -46,13 +46,18 @@ def compare_op(
         labels_key: Name of the array of `eval_data` that holds the labels.
         pipeline_run_id: KFP pipeline run id that groups the steps' MLflow runs under one parent run.
     """
+    from skewgate.common.errors import InputError
     from skewgate.common.kfp_io import finish
-    from skewgate.common.recording import TrackingOptions
+    from skewgate.common.recording import TrackingOptions, record_refusal
     from skewgate.compare.run import options_from_parameters, run
 
-    options = options_from_parameters(alias=alias, task=task, thresholds=thresholds, confidence=confidence,
-                                      max_churn=max_churn, labels_key=labels_key)
+    tracking = TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id)
+    outputs = {"verdict_artifact": verdict, "metrics": metrics, "report": report, "attestation": attestation}
+    try:  # a parameter that does not parse is the step's error verdict, recorded as any other
+        options = options_from_parameters(alias=alias, task=task, thresholds=thresholds, confidence=confidence,
+                                          max_churn=max_churn, labels_key=labels_key)
+    except InputError as err:
+        return finish(record_refusal("compare", err, tracking, parameters={"max_churn": max_churn}), **outputs)
     result = run(onnx=onnx_model.path, model_name=model_name, eval_data=eval_data.path, markdown=comparison.path,
-                 options=options,
-                 tracking=TrackingOptions(uri=tracking_uri, experiment=model_name, pipeline_run_id=pipeline_run_id))
-    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)
+                 options=options, tracking=tracking)
+    return finish(result, **outputs)

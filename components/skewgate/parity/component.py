@@ -65,18 +65,24 @@ def parity_op(
     """
     from typing import cast
 
+    from skewgate.common.errors import InputError
     from skewgate.common.kfp_io import finish
     from skewgate.common.output_tasks import Task, parse_class_axis, parse_output_tasks
-    from skewgate.common.recording import TrackingOptions
+    from skewgate.common.recording import TrackingOptions, record_refusal
     from skewgate.common.states import parse_states
     from skewgate.parity.run import ParityOptions, run
 
-    options = ParityOptions(layerwise=layerwise, task=cast(Task, task), class_axis=parse_class_axis(class_axis),
-                            output_tasks=parse_output_tasks(output_tasks.split(","), field_name="output_tasks"),
-                            stream_onnx=stream_onnx.path if stream_onnx else None,
-                            states=parse_states([states]), initial_state=initial_state.path if initial_state else None)
+    tracking = TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id)
+    outputs = {"verdict_artifact": verdict, "metrics": metrics, "report": report, "attestation": attestation}
+    try:  # a parameter that does not parse is the step's error verdict, recorded as any other
+        options = ParityOptions(layerwise=layerwise, task=cast(Task, task), class_axis=parse_class_axis(class_axis),
+                                output_tasks=parse_output_tasks(output_tasks.split(","), field_name="output_tasks"),
+                                stream_onnx=stream_onnx.path if stream_onnx else None, states=parse_states([states]),
+                                initial_state=initial_state.path if initial_state else None)
+    except InputError as err:
+        return finish(record_refusal("parity", err, tracking, parameters={
+            "class_axis": class_axis, "output_tasks": output_tasks, "states": states}), **outputs)
     result = run(torch_model=torch_model.path, onnx=onnx_model.path, int8=int8_model.path, inputs=eval_data.path,
                  triton_url=triton_url, triton_model=triton_model, fp16=fp16, plot=layer_plot.path,
-                 html=html_report.path, options=options,
-                 tracking=TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id))
-    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)
+                 html=html_report.path, options=options, tracking=tracking)
+    return finish(result, **outputs)

@@ -48,16 +48,21 @@ def triton_probe_op(
     """
     from typing import cast
 
+    from skewgate.common.errors import InputError
     from skewgate.common.kfp_io import finish
-    from skewgate.common.recording import TrackingOptions
+    from skewgate.common.recording import TrackingOptions, record_refusal
     from skewgate.common.states import parse_states
     from skewgate.common.triton.client import Protocol
     from skewgate.probe.run import ProbeOptions, run
 
-    options = ProbeOptions(protocol=cast(Protocol, protocol), stream=stream, states=parse_states([states]),
-                           initial_state=initial_state.path if initial_state is not None else None,
-                           max_sequences=max_sequences)
+    tracking = TrackingOptions(uri=tracking_uri, experiment=experiment or model_name, pipeline_run_id=pipeline_run_id)
+    outputs = {"verdict_artifact": verdict, "metrics": metrics, "report": report, "attestation": attestation}
+    try:  # a parameter that does not parse is the step's error verdict, recorded as any other
+        options = ProbeOptions(protocol=cast(Protocol, protocol), stream=stream, states=parse_states([states]),
+                               initial_state=initial_state.path if initial_state is not None else None,
+                               max_sequences=max_sequences)
+    except InputError as err:
+        return finish(record_refusal("probe", err, tracking, parameters={"states": states}), **outputs)
     result = run(url=triton_url, model=model_name, onnx=onnx_model.path, inputs=probe_inputs.path, options=options,
-                 tracking=TrackingOptions(uri=tracking_uri, experiment=experiment or model_name,
-                                          pipeline_run_id=pipeline_run_id))
-    return finish(result, verdict_artifact=verdict, metrics=metrics, report=report, attestation=attestation)
+                 tracking=tracking)
+    return finish(result, **outputs)
