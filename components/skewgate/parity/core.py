@@ -603,7 +603,9 @@ def _layer_report(pair: str, errors: dict[str, RunningError], values: dict[str, 
     matched = sorted((name for name in errors if name in values), key=lambda v: values[v].depth)
     rows = [{"value": name, "node": values[name].node, "op": values[name].op_type, "module": values[name].module,
              "module_type": module_types.get(values[name].module, ""), "depth": values[name].depth,
-             **errors[name].summary(), "diverged": bad(errors[name])}
+             **errors[name].summary(), "diverged": bad(errors[name]),
+             # what it was judged with: its program node's grounded tolerance, or the floor (a renamed value too)
+             "rtol": errors[name].tolerance.rtol, "atol": errors[name].tolerance.atol}
             for name in matched]
     coverage: dict[str, Any] = {"matched": len(matched)}
     if matching is not None:  # every ONNX value: paired and observed, or why not
