@@ -116,6 +116,35 @@ def _swin() -> nn.Module:
                            num_classes=10)
 
 
+class _Lraspp(nn.Module):
+    """LR-ASPP on a MobileNetV3 backbone: class scores per pixel, N×5×H×W (class axis 1, not the last)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torchvision_models().segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None,
+                                                                               num_classes=5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)["out"]
+
+
+class _ClipVision(nn.Module):
+    """A CLIP-style image tower: a 2-layer ViT (quick GELU) → projection → the L2-normalised embedding retrieval
+    compares by cosine (rows of unit norm: what `--task auto` reads as an embedding)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torchvision_models()
+        from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
+
+        config = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                  image_size=32, patch_size=8, projection_dim=16, initializer_range=INIT_RANGE)
+        self.clip = CLIPVisionModelWithProjection(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.normalize(self.clip(pixel_values=x).image_embeds, dim=-1)
+
+
 def _tokens(rng: np.random.Generator) -> dict[str, np.ndarray]:
     ids = rng.integers(1, 120, size=(SAMPLES, 16)).astype(np.int64)
     mask = np.ones_like(ids)
@@ -150,6 +179,8 @@ ZOO: dict[str, LibraryModel] = {
                          classifier=False),
     "llama": LibraryModel(_Llama, lambda rng: _tokens(rng), "transformers", classifier=False),
     "swin": LibraryModel(_swin, _images(32), "torchvision"),
+    "lraspp": LibraryModel(_Lraspp, _images(64), "torchvision", classifier=False),  # segmentation
+    "clip_vision": LibraryModel(_ClipVision, _images(32), "transformers", classifier=False),  # an embedding
     # layer scale ×1e-6 and SiLU / GELU; MobileViT: BatchNorm, SiLU(inplace=True), attention over patches
     "convnext": LibraryModel(lambda: _timm("convnext_atto", num_classes=10), _images(64), "timm"),
     "mobilevit": LibraryModel(lambda: _timm("mobilevit_xxs", num_classes=10), _images(64), "timm"),

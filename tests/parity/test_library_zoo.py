@@ -61,6 +61,7 @@ def _corrupted_weight(model: onnx.ModelProto) -> onnx.NodeProto:
         pytest.param("vit", _tanh_gelu, id="vit-gelu-switched-to-tanh"),
         pytest.param("resnet18", _corrupted_weight, id="resnet18-one-corrupted-weight"),
         pytest.param("convnext", _corrupted_weight, id="convnext-one-corrupted-weight"),
+        pytest.param("lraspp", _corrupted_weight, id="lraspp-segmentation-one-corrupted-weight"),
     ],
 )
 def test_defect_planted_in_a_library_model_is_localised(library_zoo, tmp_path: Path, name, plant):
@@ -98,6 +99,7 @@ def _weight_in(module: str) -> Callable[[onnx.ModelProto], onnx.NodeProto]:
         # the exporter computes the attention mask once and every later layer reads layer 0's copy
         pytest.param("bert", "bert.encoder.layer.1.", id="bert-layer-1"),
         pytest.param("llama", "llama.model.layers.1.", id="llama-layer-1"),
+        pytest.param("clip_vision", "clip.vision_model.encoder.layers.1.", id="clip-embedding-tower-layer-1"),
         # the shifted window's mask: built from a shape in PyTorch, a constant in ONNX
         pytest.param("swin", "features.3.1.", id="swin-last-shifted-block"),
     ],
