@@ -18,6 +18,20 @@ os.environ.setdefault("SKEWGATE_TRITON_HOME", str(Path(__file__).resolve().paren
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 
+@pytest.fixture(autouse=True)
+def _logging_as_it_was():
+    """A CLI run in-process (`skewgate ... --quiet`) sets the `skewgate` logger's level for the process; put it
+    back, so that a later test reading warnings with `caplog` sees them whatever ran before it. (Its handlers are
+    pytest's to add and remove per phase.)"""
+    import logging
+
+    ours, root = logging.getLogger("skewgate"), logging.getLogger()
+    level, root_level = ours.level, root.level
+    yield
+    ours.setLevel(level)
+    root.setLevel(root_level)
+
+
 @pytest.fixture(scope="session")
 def tiny_onnx(tmp_path_factory):
     """y = x @ W with a symbolic batch: a valid ONNX file in a few hundred bytes."""

@@ -73,3 +73,53 @@ def regressor(path: Path, split: Split, *, alpha: float) -> Path:
 
     fit = Ridge(alpha=alpha).fit(split.train_x, split.train_y)
     return linear_onnx(path, fit.coef_.reshape(-1, 1), np.atleast_1d(fit.intercept_))
+
+
+def _save(path: Path, nodes: list, inputs: list, outputs: list, initializers: dict[str, np.ndarray]) -> Path:
+    import onnx
+    from onnx import helper, numpy_helper
+
+    graph = helper.make_graph(nodes, path.stem, inputs, outputs,
+                              initializer=[numpy_helper.from_array(v.astype(np.float32), k)
+                                           for k, v in initializers.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def ink_segmenter(path: Path, low: float, high: float) -> Path:
+    """Per pixel of a 1×8×8 digit: background below `low`, faint ink up to `high`, strong ink above — three class
+    scores (−x + low, 0, x − high) from one 1×1 Conv, N×3×8×8. Thresholds away from the truth's: a worse model."""
+    from onnx import TensorProto, helper
+
+    weight = np.array([-1.0, 0.0, 1.0]).reshape(3, 1, 1, 1)
+    return _save(path, [helper.make_node("Conv", ["x", "W", "b"], ["classes"])],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, 8, 8])],
+                 [helper.make_tensor_value_info("classes", TensorProto.FLOAT, ["batch", 3, 8, 8])],
+                 {"W": weight, "b": np.array([low, 0.0, -high])})
+
+
+def ink_labels(images: np.ndarray, low: float = 0.27, high: float = 0.61) -> np.ndarray:
+    """The truth `ink_segmenter` learns: N×8×8 class per pixel."""
+    return np.digitize(images[:, 0], [low, high]).astype(np.int64)
+
+
+def embedder(path: Path, projection: np.ndarray) -> Path:
+    """x @ projection, L2-normalised: an embedding model, retrieval by cosine."""
+    from onnx import TensorProto, helper
+
+    return _save(path, [helper.make_node("MatMul", ["x", "P"], ["projected"]),
+                        helper.make_node("LpNormalization", ["projected"], ["embedding"], axis=-1, p=2)],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", projection.shape[0]])],
+                 [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", projection.shape[1]])],
+                 {"P": projection})
+
+
+def discriminant(split: Split, dims: int) -> np.ndarray:
+    """The digits' linear discriminant directions (the first `dims`): what a trained embedding separates by."""
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
+    fit = LinearDiscriminantAnalysis(n_components=dims).fit(split.train_x, split.train_y)
+    return fit.scalings_[:, :dims]

@@ -94,7 +94,7 @@ def resolve(output: np.ndarray, *, task: str = "auto", class_axis: int | None = 
         if rank >= 4 and output.shape[1] > 1:
             return TaskSpec("segmentation", 1, f"rank {rank}: N×C×… with classes on axis 1")
         if rank >= 2 and output.shape[-1] > 1:
-            if rank == 2 and len(output) and _unit_rows(output):
+            if rank == 2 and len(output) and unit_rows(output):
                 return TaskSpec("embedding", None, "every row has unit L2 norm")
             return TaskSpec("classification", rank - 1, "a class axis last")
         return TaskSpec("regression", None, f"shape {list(output.shape)}: one value per sample")
@@ -238,7 +238,8 @@ def _axis_from_labels(output: np.ndarray, labels: np.ndarray | None) -> int | No
                  and output.shape[:a] + output.shape[a + 1:] == labels.shape), None)
 
 
-def _unit_rows(output: np.ndarray) -> bool:
+def unit_rows(output: np.ndarray) -> bool:
+    """Whether every row (last axis) has unit L2 norm, within `UNIT_NORM`: the output was normalised."""
     norms = np.linalg.norm(output.astype(np.float64), axis=-1)
     return bool(np.all(np.abs(norms - 1.0) <= UNIT_NORM))
 

@@ -114,6 +114,8 @@ ANY: tuple[Rule, Any] = ("any", True)  # the setting says what was judged (a lay
 INT8_JUDGEMENT: dict[str, Any] = {"min_top1_agreement": ("at_least", 0.99), "min_cosine_similarity": ("at_least", 0.99),
                                   "max_regression_error": ("at_most", 0.05), "task": ANY, "class_axis": ANY,
                                   "output_tasks": ANY}
+# compare's metrics that are shares (higher is better): half a point of any of them is the largest drop allowed
+SHARE_METRICS = ("accuracy", "macro_f1", "pixel_accuracy", "miou", "nn_accuracy", "recall_at_k")
 DEFAULT_BOUNDS: tuple[Bound, ...] = (
     *_bounds("export", {"max_samples": ("at_least", 64), "tolerances": ("equals", []),
                         "allow_pickle": ("equals", False), "states": ANY}),
@@ -151,14 +153,13 @@ DEFAULT_BOUNDS: tuple[Bound, ...] = (
                        "protocol": ANY, "version": ANY, "headers": ANY, "tls": ANY, "ca_certificate": ANY,
                        "deadline_s": ANY, "load_model": ANY, "concurrency_levels": ANY, "stream": ANY,
                        "states": ANY, "initial_state": ANY, "first_correlation_id": ANY}),
-    *_bounds("compare", {"thresholds.accuracy.max_regression": ("at_most", 0.005),
-                         "thresholds.macro_f1.max_regression": ("at_most", 0.005),
+    *_bounds("compare", {**{f"thresholds.{share}.max_regression": ("at_most", 0.005) for share in SHARE_METRICS},
                          "thresholds.mae.max_relative_regression": ("at_most", 0.02),
                          "thresholds.rmse.max_relative_regression": ("at_most", 0.02),
                          # unset by default: a floor or a second limit only adds a requirement (the smaller limit
                          # applies)
-                         "thresholds.accuracy.floor": ANY, "thresholds.accuracy.max_relative_regression": ANY,
-                         "thresholds.macro_f1.floor": ANY, "thresholds.macro_f1.max_relative_regression": ANY,
+                         **{f"thresholds.{share}.{extra}": ANY for share in SHARE_METRICS
+                            for extra in ("floor", "max_relative_regression")},
                          "thresholds.mae.floor": ANY, "thresholds.mae.max_regression": ANY,
                          "thresholds.rmse.floor": ANY, "thresholds.rmse.max_regression": ANY,
                          "confidence": ("at_most", 0.95), "resamples": ("at_least", 1000), "seed": ("equals", 0),

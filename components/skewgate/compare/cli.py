@@ -18,7 +18,8 @@ _DEFAULTS = CompareOptions()
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="skewgate compare")
     describe(parser, "Run the candidate and the registry's champion on the same labelled eval set and block a "
-                     "candidate that is worse: accuracy/macro-F1 or MAE/RMSE with floors and a maximum regression "
+                     "candidate that is worse: accuracy/macro-F1, pixel accuracy/mIoU, nearest-neighbour accuracy/"
+                     "recall@k or MAE/RMSE with floors and a maximum regression "
                      "called by a paired-bootstrap interval, churn, and the same per slice.",
              example="""
                  skewgate compare --onnx candidate.onnx --model-name digits-cnn --eval eval.npz \\
@@ -35,7 +36,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--labels-key", default=_DEFAULTS.labels_key, metavar="NAME",
                         help=f"array of the eval file that holds the labels (default: {_DEFAULTS.labels_key})")
     parser.add_argument("--task", choices=get_args(TaskChoice), default=_DEFAULTS.task,
-                        help="classification or regression (default: from the output and label shapes)")
+                        help="classification, segmentation (labels per pixel), embedding (class labels: retrieval) or "
+                             "regression (default: from the output and label shapes)")
     parser.add_argument("--output", help="graph output to judge (default: the first)")
     parser.add_argument("--slice-key", default=_DEFAULTS.slice_key,
                         help=f"eval array naming each sample's slice (default: {_DEFAULTS.slice_key})")

@@ -39,7 +39,7 @@ def compare_op(
         attestation: The signed envelope of the verdict (promote's evidence).
         comparison: Champion-vs-candidate table (Markdown).
         alias: Registry alias of the version to compare with.
-        task: auto, classification or regression.
+        task: auto, classification, segmentation, embedding or regression.
         thresholds: Metric thresholds as `skewgate compare --threshold`, `;`-separated (empty: the defaults).
         confidence: Level of the bootstrap interval on each difference.
         max_churn: Largest share of changed top-1 answers, in [0, 1] (empty: reported, not gated).

@@ -1,9 +1,11 @@
 """Champion vs candidate on the same labelled eval set: a pure function over paths that returns a `Verdict`.
 
-Both ONNX files run in ONNX Runtime on the same inputs. Per metric (accuracy and macro-F1 for classifiers,
-MAE and RMSE for regression outputs): an optional absolute floor, and a maximum regression versus the champion
-(absolute and relative, as MLflow's `MetricThreshold`) called only when the whole paired-bootstrap interval of
-the difference lies beyond it. Churn (share of samples whose top-1 changes) is reported and optionally gated.
+Both ONNX files run in ONNX Runtime on the same inputs. Per metric (accuracy and macro-F1 for classifiers, pixel
+accuracy and mIoU for segmentation, nearest-neighbour accuracy and recall@k for embeddings, MAE and RMSE for
+regression outputs): an optional absolute floor, and a maximum regression versus the champion (absolute and
+relative, as MLflow's `MetricThreshold`) called only when the whole paired-bootstrap interval of the difference
+lies beyond it. Churn (the share of answers that change: a top-1, a pixel's class, a nearest neighbour) is
+reported and optionally gated.
 With a `slices` array the same is judged per slice and the worst slice is named. No champion: `pass`, with a
 check that says there was nothing to compare against. Of the champion's downloaded files, only the one that
 matches its evidence digest is run (`onnx_file`).
@@ -22,6 +24,7 @@ import numpy as np
 from skewgate.common import mlflow_conventions as conv
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_labels, load_npz, load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.output_tasks import unit_rows
 from skewgate.common.registry import Champion
 from skewgate.common.runtime import run_by_name, session
 from skewgate.common.verdict import OMIT_IF_NONE, Check, Subject, Verdict
@@ -31,13 +34,16 @@ from skewgate.compare.scoring.metrics import (
     Scorer,
     Task,
     classification_scorer,
+    embedding_scorer,
+    nearest_neighbours,
     paired_intervals,
     point,
     regression_scorer,
+    segmentation_scorer,
 )
 
 STEP = "compare"
-TaskChoice = Literal["auto", "classification", "regression"]
+TaskChoice = Literal["auto", "classification", "segmentation", "embedding", "regression"]
 BATCH = 512
 
 
@@ -135,8 +141,8 @@ def compare(*, candidate: str | Path, champion: Champion | None, eval_data: str 
         subject = dataclasses.replace(subject, data=data)
     checks.append(_finite(ours))
     rows = _judge("", ours, theirs, targets, kind, judging)
-    if theirs is not None and kind == "classification":
-        checks.append(_churn(ours, theirs, judging.max_churn))
+    if theirs is not None and kind != "regression":
+        checks.append(_churn(kind, ours, theirs, judging.max_churn))
     slice_summary = None if slices is None else _slice_rows(slices, ours, theirs, targets, kind, judging, rows)
     checks += [row.pop("check") for row in rows if "check" in row]
     if slice_summary is not None:
@@ -212,39 +218,52 @@ def _predict(model_path: Path, eval_data: Path, output: str | None, n: int, labe
     return np.concatenate(parts)
 
 
+# what each task reads, as an error states it
+_SHAPES = {"classification": "integer labels (n,) and an (n, classes) output",
+           "segmentation": "integer labels (n, …) and an (n, classes, …) output: one label per pixel",
+           "embedding": "integer labels (n,) (the class of each sample) and an (n, dim) output, at least 2 samples",
+           "regression": "float targets, one per output value"}
+
+
 def _task(choice: TaskChoice, outputs: np.ndarray, targets: np.ndarray, labels: LabelsOrigin) -> Task:
-    """Classification: integer labels, one per sample, and a score per class; regression: float targets with
-    one value per output value. `auto` picks from these shapes and says which to declare when it cannot."""
+    """Which task the labels and the output's shape fit; `auto` takes the one they fit (an (n, dim) output whose
+    rows have unit L2 norm is an embedding, else a classifier's scores) and says which to declare when none."""
     n = len(targets)
-    classify = targets.dtype.kind in "iu" and targets.shape == (n,) and outputs.ndim == 2 and outputs.shape[1] > 1
-    regress = targets.dtype.kind == "f" and targets.size == outputs.size
+    integer, rows = targets.dtype.kind in "iu", outputs.ndim == 2 and outputs.shape[1] > 1
+    fits: dict[Task, bool] = {
+        "classification": integer and targets.shape == (n,) and rows,
+        "segmentation": integer and outputs.ndim >= 3 and outputs.shape[1] > 1
+                        and targets.shape == outputs.shape[:1] + outputs.shape[2:],
+        "embedding": integer and targets.shape == (n,) and rows and n >= 2,
+        "regression": targets.dtype.kind == "f" and targets.size == outputs.size,
+    }
+    found = f"labels {targets.dtype}{list(targets.shape)}, output {outputs.dtype}{list(outputs.shape)}"
     kind: Task
     if choice == "auto":
-        if classify == regress:
-            raise InputError(labels.source, field=labels.field, expected="integer class labels of shape (n,) with a "
-                             "(n, classes) output, or float targets as many as the outputs (else declare --task)",
-                             found=f"labels {targets.dtype}{list(targets.shape)}, output "
-                                   f"{outputs.dtype}{list(outputs.shape)}")
-        kind = "classification" if classify else "regression"
+        if fits["classification"]:
+            kind = "embedding" if unit_rows(outputs) and fits["embedding"] else "classification"
+        elif fits["segmentation"] or fits["regression"]:
+            kind = "segmentation" if fits["segmentation"] else "regression"
+        else:
+            raise InputError(labels.source, field=labels.field, expected="; or ".join(_SHAPES.values()) +
+                             " (else declare --task)", found=found)
     else:
         kind = choice
-    if kind == "classification":
-        if not classify:
-            raise InputError(labels.source, field=labels.field,
-                             expected="integer labels (n,) and an (n, classes) output",
-                             found=f"labels {targets.dtype}{list(targets.shape)}, output {list(outputs.shape)}")
-        if targets.min() < 0 or targets.max() >= outputs.shape[1]:
-            raise InputError(labels.source, field=labels.field, expected=f"class indices in [0, {outputs.shape[1]})",
-                             found=f"values in [{targets.min()}, {targets.max()}]")
-    elif targets.size != outputs.size:
-        raise InputError(labels.source, field=labels.field, expected=f"{outputs.size} targets (one per output value)",
-                         found=f"{targets.size}")
+        if not fits[kind]:
+            raise InputError(labels.source, field=labels.field, expected=f"for {kind}, {_SHAPES[kind]}", found=found)
+    if kind in ("classification", "segmentation") and (targets.min() < 0 or targets.max() >= outputs.shape[1]):
+        raise InputError(labels.source, field=labels.field, expected=f"class indices in [0, {outputs.shape[1]})",
+                         found=f"values in [{targets.min()}, {targets.max()}]")
     return kind
 
 
 def _scorer(kind: Task, outputs: np.ndarray, targets: np.ndarray) -> Scorer:
     if kind == "classification":
         return classification_scorer(outputs, targets, outputs.shape[1])
+    if kind == "segmentation":
+        return segmentation_scorer(outputs, targets, outputs.shape[1])
+    if kind == "embedding":
+        return embedding_scorer(outputs, targets)
     return regression_scorer(outputs, targets.astype(np.float64))
 
 
@@ -316,13 +335,19 @@ def _finite(outputs: np.ndarray) -> Check:
                  detail=f"{bad} NaN/Inf values in the candidate's outputs" if bad else "all outputs finite")
 
 
-def _churn(ours: np.ndarray, theirs: np.ndarray, limit: float | None) -> Check:
-    churn = float(np.mean(ours.argmax(axis=1) != theirs.argmax(axis=1)))
+def _churn(kind: Task, ours: np.ndarray, theirs: np.ndarray, limit: float | None) -> Check:
+    """The share of answers that change between champion and candidate: a sample's top-1, a pixel's class, a
+    sample's nearest neighbour in the eval set."""
+    if kind == "embedding":
+        what = "samples change their nearest neighbour"
+        churn = float(np.mean(nearest_neighbours(ours, 1)[:, 0] != nearest_neighbours(theirs, 1)[:, 0]))
+    else:
+        what = "pixels change their class" if kind == "segmentation" else "samples change their top-1"
+        churn = float(np.mean(ours.argmax(axis=1) != theirs.argmax(axis=1)))
     if limit is None:
-        return Check("churn", passed=True, value=churn, detail=f"{churn:.2%} of samples change their top-1 "
-                                                               "(reported; not gated)")
+        return Check("churn", passed=True, value=churn, detail=f"{churn:.2%} of {what} (reported; not gated)")
     return Check("churn", passed=churn <= limit, value=churn, limit=limit,
-                 detail=f"{churn:.2%} of samples change their top-1 (at most {limit:.2%} allowed)")
+                 detail=f"{churn:.2%} of {what} (at most {limit:.2%} allowed)")
 
 
 def _slice_rows(slices: np.ndarray, ours: np.ndarray, theirs: np.ndarray | None, targets: np.ndarray,

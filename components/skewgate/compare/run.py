@@ -23,11 +23,15 @@ from skewgate.compare.core import STEP, Judging, TaskChoice, Threshold, compare
 if TYPE_CHECKING:
     from skewgate.common.mlflow_log import StepRun
 
-# A statistically clear drop of half a point of accuracy or macro-F1, or of 2% in MAE/RMSE, blocks by default;
-# floors are the user's to set (they depend on the problem).
+# A statistically clear drop of half a point of a share (accuracy, macro-F1, pixel accuracy, mIoU, retrieval), or
+# of 2% in MAE/RMSE, blocks by default; floors are the user's to set (they depend on the problem).
 DEFAULT_THRESHOLDS: dict[str, Threshold] = {
     "accuracy": Threshold(max_regression=0.005),
     "macro_f1": Threshold(max_regression=0.005),
+    "pixel_accuracy": Threshold(max_regression=0.005),
+    "miou": Threshold(max_regression=0.005),
+    "nn_accuracy": Threshold(max_regression=0.005),
+    "recall_at_k": Threshold(max_regression=0.005),
     "mae": Threshold(max_relative_regression=0.02),
     "rmse": Threshold(max_relative_regression=0.02),
 }

@@ -128,7 +128,7 @@ def build_release_gate(*, resources_file: Path | None = None, variant: Variant =
                 the defaults), judged against the `alias` version on `eval_data` (`labels`, `slices`).
             compare_confidence: Compare confidence — level of the bootstrap interval on each difference.
             compare_max_churn: Max churn — largest share of changed top-1 answers, in [0, 1] (empty: not gated).
-            compare_task: Compare task — auto, classification or regression.
+            compare_task: Compare task — auto, classification, segmentation, embedding or regression.
             fp16_candidate: FP16 candidate — parity also judges an FP16 conversion of the model layer by layer
                 (overflow, SQNR floor) and proposes the ops to keep in FP32.
             policy: Release policy — JSON or YAML text (docs/policy.md): the required steps and the loosest

@@ -3,14 +3,18 @@ the observed difference."""
 
 import numpy as np
 import pytest
-from sklearn.metrics import accuracy_score, f1_score, mean_absolute_error, mean_squared_error
+from sklearn.metrics import accuracy_score, f1_score, jaccard_score, mean_absolute_error, mean_squared_error
 
 from skewgate.compare.scoring.metrics import (
+    RECALL_K,
     classification_scorer,
+    embedding_scorer,
+    nearest_neighbours,
     paired_intervals,
     point,
     regression_scorer,
     resample_counts,
+    segmentation_scorer,
 )
 
 
@@ -25,6 +29,48 @@ def test_classification_metrics_match_sklearn(seed):
     predicted = logits.argmax(1)
     assert values["accuracy"] == pytest.approx(accuracy_score(labels, predicted))
     assert values["macro_f1"] == pytest.approx(f1_score(labels, predicted, average="macro"))
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_segmentation_metrics_are_the_sets_pixel_accuracy_and_miou(seed):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 4, (30, 6, 5))
+    scores = rng.normal(size=(30, 5, 6, 5)) + 1.5 * np.moveaxis(np.eye(5)[labels], -1, 1)
+    scores[:2, 4] = 99.0  # class 4 claimed on two images, never labelled: it counts (IoU 0), as sklearn's
+    values = point(segmentation_scorer(scores, labels, 5), len(labels))
+    truth, predicted = labels.ravel(), scores.argmax(1).ravel()
+    assert values["pixel_accuracy"] == pytest.approx(accuracy_score(truth, predicted))
+    assert values["miou"] == pytest.approx(jaccard_score(truth, predicted, average="macro"))
+    # a resample weighs images: twice the first image is its pixels counted twice
+    counts = np.ones((1, len(labels)))
+    counts[0, 0] = 2
+    twice = segmentation_scorer(scores, labels, 5)(counts)
+    assert twice["pixel_accuracy"][0] == pytest.approx(accuracy_score(
+        np.concatenate([truth, labels[0].ravel()]), np.concatenate([predicted, scores[0].argmax(0).ravel()])))
+
+
+def test_nearest_neighbours_are_by_cosine_never_the_query_itself():
+    rng = np.random.default_rng(2)
+    embeddings = rng.normal(size=(2100, 8)).astype(np.float32)  # over two similarity blocks
+    found = nearest_neighbours(embeddings * rng.uniform(0.5, 3, size=(2100, 1)), 3)  # the scale does not matter
+    unit = embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True)
+    similarity = unit @ unit.T
+    np.fill_diagonal(similarity, -np.inf)
+    np.testing.assert_array_equal(found, np.argsort(-similarity, axis=1, kind="stable")[:, :3])
+
+
+def test_embedding_metrics_are_retrieval_over_the_eval_set():
+    rng = np.random.default_rng(3)
+    labels = np.repeat(np.arange(10), 20)
+    embeddings = rng.normal(size=(200, 16)) + 2.0 * np.eye(16)[labels]
+    values = point(embedding_scorer(embeddings, labels), 200)
+    unit = embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True)
+    similarity = unit @ unit.T
+    np.fill_diagonal(similarity, -np.inf)
+    ranked = np.argsort(-similarity, axis=1)
+    assert values["nn_accuracy"] == pytest.approx(np.mean(labels[ranked[:, 0]] == labels))
+    assert values["recall_at_k"] == pytest.approx(np.mean((labels[ranked[:, :RECALL_K]] == labels[:, None]).any(1)))
+    assert 0.3 < values["nn_accuracy"] < values["recall_at_k"] < 1.0  # neither trivially 0 nor 1 here
 
 
 def test_regression_metrics_match_sklearn():

@@ -11,11 +11,16 @@ from typing import Literal
 
 import numpy as np
 
-Task = Literal["classification", "regression"]
-METRICS: dict[Task, tuple[str, ...]] = {"classification": ("accuracy", "macro_f1"), "regression": ("mae", "rmse")}
-HIGHER_IS_BETTER = {"accuracy": True, "macro_f1": True, "mae": False, "rmse": False}
+Task = Literal["classification", "segmentation", "embedding", "regression"]
+METRICS: dict[Task, tuple[str, ...]] = {"classification": ("accuracy", "macro_f1"),
+                                        "segmentation": ("pixel_accuracy", "miou"),
+                                        "embedding": ("nn_accuracy", "recall_at_k"), "regression": ("mae", "rmse")}
+HIGHER_IS_BETTER = {"accuracy": True, "macro_f1": True, "pixel_accuracy": True, "miou": True, "nn_accuracy": True,
+                    "recall_at_k": True, "mae": False, "rmse": False}
 Scorer = Callable[[np.ndarray], dict[str, np.ndarray]]  # (resamples, n) counts → metric → (resamples,)
 CHUNK = 128  # resamples per matrix product: bounds memory at CHUNK × n counts
+RECALL_K = 5  # recall@k of the embedding retrieval
+BLOCK = 1024  # query rows per similarity block: bounds memory at BLOCK × n
 
 
 def classification_scorer(logits: np.ndarray, labels: np.ndarray, classes: int) -> Scorer:
@@ -34,6 +39,62 @@ def classification_scorer(logits: np.ndarray, labels: np.ndarray, classes: int) 
         present = denominator > 0
         f1 = np.where(present, 2 * tp / np.where(present, denominator, 1.0), 0.0)
         return {"accuracy": counts @ correct / total, "macro_f1": f1.sum(axis=1) / present.sum(axis=1)}
+
+    return score
+
+
+def segmentation_scorer(scores: np.ndarray, labels: np.ndarray, classes: int) -> Scorer:
+    """Pixel accuracy and mIoU of the per-pixel argmax of `scores` (n, classes, …) against `labels` (n, …). A
+    sample contributes its pixels' counts (correct; per class: intersection, predicted, true), which add up over
+    a resample, so mIoU is the set's (intersection over union per class, over the classes present in the labels
+    or the predictions of the resample), never a mean of per-image IoUs."""
+    predicted = scores.argmax(axis=1).reshape(len(scores), -1)
+    truth = labels.reshape(len(labels), -1)
+    pixels = np.full(len(truth), truth.shape[1], dtype=np.float64)
+    hit = predicted == truth
+    correct = hit.sum(axis=1).astype(np.float64)
+    # per sample and class (n, classes): one bincount per image, whatever the number of classes
+    inter = np.stack([np.bincount(t[h], minlength=classes) for t, h in zip(truth, hit, strict=True)]).astype(float)
+    claimed = np.stack([np.bincount(row, minlength=classes) for row in predicted]).astype(np.float64)
+    support = np.stack([np.bincount(row, minlength=classes) for row in truth]).astype(np.float64)
+
+    def score(counts: np.ndarray) -> dict[str, np.ndarray]:
+        i = counts @ inter
+        union = counts @ claimed + counts @ support - i
+        present = union > 0
+        iou = np.where(present, i / np.where(present, union, 1.0), 0.0)
+        return {"pixel_accuracy": counts @ correct / (counts @ pixels), "miou": iou.sum(axis=1) / present.sum(axis=1)}
+
+    return score
+
+
+def nearest_neighbours(embeddings: np.ndarray, k: int) -> np.ndarray:
+    """(n, k) indices of each sample's `k` nearest other samples by cosine similarity, nearest first (itself
+    excluded: a query is never its own answer). Blocked: `BLOCK` × n similarities at a time."""
+    flat = embeddings.reshape(len(embeddings), -1).astype(np.float32)
+    unit = flat / np.maximum(np.linalg.norm(flat, axis=1, keepdims=True), 1e-12)
+    found = np.empty((len(unit), k), dtype=np.int64)
+    for start in range(0, len(unit), BLOCK):
+        similarity = unit[start:start + BLOCK] @ unit.T
+        rows = np.arange(len(similarity))
+        similarity[rows, rows + start] = -np.inf
+        top = np.argpartition(-similarity, k - 1, axis=1)[:, :k]
+        order = np.argsort(-np.take_along_axis(similarity, top, axis=1), axis=1, kind="stable")
+        found[start:start + BLOCK] = np.take_along_axis(top, order, axis=1)
+    return found
+
+
+def embedding_scorer(embeddings: np.ndarray, labels: np.ndarray) -> Scorer:
+    """Retrieval over the eval set itself, each sample a query against all others: `nn_accuracy`, the share
+    whose nearest neighbour has its label, and `recall_at_k`, the share with its label among its `RECALL_K`
+    nearest (fewer when the set is smaller). The neighbours are the whole set's; a resample weighs the queries."""
+    neighbours = nearest_neighbours(embeddings, min(RECALL_K, len(labels) - 1))
+    same = labels[neighbours] == labels[:, None]
+    first, any_of = same[:, 0].astype(np.float64), same.any(axis=1).astype(np.float64)
+
+    def score(counts: np.ndarray) -> dict[str, np.ndarray]:
+        total = counts.sum(axis=1)
+        return {"nn_accuracy": counts @ first / total, "recall_at_k": counts @ any_of / total}
 
     return score
 
