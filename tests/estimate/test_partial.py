@@ -110,12 +110,15 @@ def test_partials_that_miss_a_shard_or_come_from_another_profile_are_errors(file
     pytest.param(lambda a: a.update(header=np.array(str(a["header"]).replace('"samples": ', '"samples": 1'))),
                  "header.samples: expected non-negative counts that agree", id="samples-disagree"),
     pytest.param(lambda a: a.update(header=np.array("{}")), r"header.schema/version: expected "
-                                                            r"skewgate.estimate-partial v2", id="not-a-partial"),
+                                                            r"skewgate.estimate-partial v3", id="not-a-partial"),
     pytest.param(lambda a: a.update(header=np.array(str(a["header"]).replace('"files": [', '"files": [7, '))),
                  r"header.files: expected a list of strings", id="files-not-names"),
     pytest.param(lambda a: a.update(header=np.array(str(a["header"]).replace('"files": ["', '"files": ["x", "x", "'))),
                  r"header.files: expected the files the shard read, each once, found 1 named twice",
                  id="a-file-named-twice"),
+    pytest.param(lambda a: a.update(header=np.array(str(a["header"]).replace('"rows": [', '"rows": [1, '))),
+                 r"header.rows: expected the rows read of each of its 3 files, adding up to its \d+ samples",
+                 id="rows-not-one-per-file"),
 ])
 def test_a_damaged_partial_is_an_error_naming_its_field(files, snapshot, tmp_path, damage, message):
     current, profile = snapshot
@@ -127,6 +130,64 @@ def test_a_damaged_partial_is_an_error_naming_its_field(files, snapshot, tmp_pat
         np.savez(handle, **arrays)
     with pytest.raises(InputError, match=message):
         estimate(onnx=files["model"], profile=profile, current=current, options=OPTIONS, partials=parts)
+
+
+def _forge(part, **header_changes):
+    """`part` rewritten with its header changed, its counts as they were."""
+    import json
+
+    with np.load(part) as archive:
+        arrays = dict(archive)
+    header = json.loads(str(arrays["header"]))
+    header.update(header_changes)
+    arrays["header"] = np.array(json.dumps(header))
+    with part.open("wb") as handle:
+        np.savez(handle, **arrays)
+
+
+def _header(part):
+    import json
+
+    with np.load(part) as archive:
+        return json.loads(str(archive["header"]))
+
+
+def test_a_partial_claiming_its_neighbours_files_without_their_rows_is_refused(files, snapshot, tmp_path):
+    """The fail-open #35 left: shard 1's partial left out, shard 0's claiming shard 1's files as well. Its counts
+    are shard 0's rows only; with the rows it names per file, the merge sees that (each way a header can lie)."""
+    current, profile = snapshot
+    ours, theirs = (_header(p) for p in _shards(files, snapshot, tmp_path, 2))
+    part = tmp_path / "part-0"
+    claimed = ours["files"] + theirs["files"]
+    # the neighbour's files at the rows they hold: the claimed rows exceed what its counts hold
+    _forge(part, files=claimed, rows=ours["rows"] + theirs["rows"])
+    with pytest.raises(InputError, match=r"part-0: header.rows: expected the rows read of each of its 5 files, "
+                                         r"adding up to its \d+ samples"):
+        estimate(onnx=files["model"], profile=profile, current=current, options=OPTIONS, partials=[part])
+    # the neighbour's files at no rows: the counts add up, the snapshot's files do not
+    _forge(part, files=claimed, rows=ours["rows"] + [0] * len(theirs["rows"]))
+    with pytest.raises(InputError, match=r"partials: expected every row of the files of .* tallied, found "
+                                         r"hour=01/part-0.parquet: 0 rows read, \d+ in the file"):
+        estimate(onnx=files["model"], profile=profile, current=current, options=OPTIONS, partials=[part])
+
+
+def test_a_file_whose_rows_changed_after_the_shards_read_it_is_refused(files, snapshot, tmp_path):
+    import pyarrow.parquet as pq
+
+    current, profile = snapshot
+    parts = _shards(files, snapshot, tmp_path, 2)
+    assert estimate(onnx=files["model"], profile=profile, current=current, options=OPTIONS,
+                    partials=parts).status == "fail"  # every row, as the shards read them: judged
+    path = Path(current) / "hour=03" / "part-0.parquet"
+    original = path.read_bytes()
+    table = pq.read_table(path)
+    try:
+        pq.write_table(table.slice(0, table.num_rows - 1), path)  # one row fewer than the shard read
+        with pytest.raises(InputError, match=rf"found hour=03/part-0.parquet: {table.num_rows} rows read, "
+                                             rf"{table.num_rows - 1} in the file"):
+            estimate(onnx=files["model"], profile=profile, current=current, options=OPTIONS, partials=parts)
+    finally:
+        path.write_bytes(original)
 
 
 def test_a_shard_index_outside_the_shards_is_an_error(files, snapshot, tmp_path):

@@ -12,7 +12,7 @@ and warns when current scores lie outside what the reference calibrated (there t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, get_args
@@ -163,7 +163,7 @@ def tally_shard(*, onnx: str | Path, profile: str | Path, current: str | Path, s
     tallied = (tally_current(scorer, fit, current=current, options=options, files=mine) if mine
                else CurrentTally.empty(fit))
     return save_partial(tallied, out, model_sha256=scorer.sha256, profile_sha256=sha256_file(profile),
-                        files=_names(mine, current))
+                        files=_rows_by_name(tallied.rows, _names(mine, current)))
 
 
 def _from_profile(onnx: str | Path, profile: str | Path,
@@ -192,9 +192,10 @@ def _merged(scorer: Scorer, fit: ReferenceFit, partials: Sequence[str | Path], *
     if labelled:
         raise InputError("current_labels", expected="labels beside one pass over the snapshot (each sample's "
                          "prediction is needed)", found="labels with shards' partials")
-    files = scorer.inputs(current, features=options.features, batch_rows=options.batch_rows).listed()[1]
+    inputs = scorer.inputs(current, features=options.features, batch_rows=options.batch_rows)
     return merge_partials(partials, fit, model_sha256=scorer.sha256, profile_sha256=profile_sha256,
-                          snapshot=_names(files, current), source=str(current))
+                          snapshot=_rows_by_name(inputs.row_counts(), _names(inputs.listed()[1], current)),
+                          source=str(current))
 
 
 def _names(files: Sequence[str], current: str | Path) -> list[str]:
@@ -202,6 +203,13 @@ def _names(files: Sequence[str], current: str | Path) -> list[str]:
     its pod mounted the snapshot."""
     root = root_of(str(current))
     return [relative_name(path, root) for path in files]
+
+
+def _rows_by_name(per_origin: Mapping[str, int], names: Sequence[str]) -> dict[str, int]:
+    """Rows per file under the snapshot's `names`, from rows counted per origin (a snapshot's file by the same
+    name; one file as "", which its one name stands for); a file no row came from has 0."""
+    single = per_origin.get("", 0) if len(names) == 1 else 0
+    return {name: per_origin.get(name, 0) + single for name in names}
 
 
 def fit_reference(scorer: Scorer, *, reference: str | Path, labels: str | Path | None,
@@ -240,6 +248,7 @@ def tally_current(scorer: Scorer, fit: ReferenceFit, *, current: str | Path, opt
     tallied = CurrentTally.empty(fit)
     inputs = scorer.inputs(current, features=options.features, batch_rows=options.batch_rows, files=files)
     for origin, batch in scorer.scores(inputs):
+        tallied.rows[origin] = tallied.rows.get(origin, 0) + len(batch)
         if batch.shape[1] != fit.classes:
             raise InputError(scorer.path, field=scorer.output, expected=f"{fit.classes} classes (the reference's)",
                              found=f"{batch.shape[1]} on {current}")

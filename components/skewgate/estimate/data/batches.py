@@ -91,6 +91,14 @@ class Inputs:
         for start in range(0, total, self.batch_rows):
             yield "", {s.name: arrays[s.name][start:start + self.batch_rows] for s in self.specs}
 
+    def row_counts(self) -> dict[str, int]:
+        """Rows per file, by its name relative to the snapshot ("" for one file): from a Parquet file's footer
+        (a CSV is read to count them), an `.npz`'s inputs' length."""
+        if not self.is_table:
+            arrays = load_npz(self.path, expected=self.specs)
+            return {"": len(arrays[self.specs[0].name])}
+        return {origin: int(dataset.count_rows()) for origin, _, dataset in self._tables()}
+
     def column(self, name: str) -> np.ndarray:
         """One array of an `.npz` (or one column of a table), whole: the labels travelling beside the inputs."""
         if not self.is_table:

@@ -4,16 +4,19 @@ A shard of the nightly fan-out runs the model on its files and saves its counts 
 counts the `Tally` keeps, how many samples had NaN/Inf scores and how many scored outside the calibrated range.
 The merge task adds the shards' counts (`merge_partials`) and judges once: since every file draws from its own
 streams, the merged counts are those one pass over the snapshot finds. A partial is an `.npz` (no pickles): a JSON
-`header` naming the model and profile it was tallied under and the files it read, and the counts; the loader
-refuses a partial of another model or profile, or of another shape, naming the field, and the merge refuses
-partials that do not read every file of the snapshot exactly once (`check_cover`): counts are only added up when
-they are the whole snapshot's.
+`header` naming the model and profile it was tallied under, the files it read with the rows it read of each, and
+the counts; the loader refuses a partial of another model or profile, or of another shape, or whose rows do not
+add up to its counts, naming the field, and the merge refuses partials that do not read every file of the
+snapshot exactly once (`check_cover`) and every row of it (`check_rows`: each file's rows as the snapshot holds
+them now, from Parquet footers): counts are only added up when they are the whole snapshot's. A partial that
+claims a neighbour's file without its rows' counts (the neighbour's partial left out) is refused; one whose
+counts were made up to match is not (partials are not signed).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +27,7 @@ from skewgate.common.strict_json import Fields
 from skewgate.estimate.method.confusion import Tally
 from skewgate.estimate.method.profile import ReferenceFit
 
-SCHEMA, VERSION = "skewgate.estimate-partial", 2  # 2: `files` lists the files read (1 counted them)
+SCHEMA, VERSION = "skewgate.estimate-partial", 3  # 3: `rows` per file read; 2: `files` listed (1 counted them)
 
 
 @dataclass
@@ -37,6 +40,7 @@ class CurrentTally:
     non_finite: int = 0
     extrapolated: int = 0
     predicted: list[np.ndarray] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)  # rows read per file (its name in the snapshot; "": one file)
 
     @classmethod
     def empty(cls, fit: ReferenceFit) -> CurrentTally:
@@ -49,35 +53,47 @@ class CurrentTally:
 
 
 def save_partial(tallied: CurrentTally, path: str | Path, *, model_sha256: str, profile_sha256: str,
-                 files: Sequence[str]) -> Path:
-    """`files`: the snapshot's files this shard read, as the snapshot lists them (the merge checks that the
-    shards read each once)."""
+                 files: Mapping[str, int]) -> Path:
+    """`files`: the snapshot's files this shard read, as the snapshot lists them, and the rows it read of each
+    (the merge checks that the shards read each once, and all of its rows)."""
     path = Path(path)
     tally = tallied.tally
     header = {"schema": SCHEMA, "version": VERSION, "model_sha256": model_sha256, "profile_sha256": profile_sha256,
               "samples": tally.samples, "non_finite": tallied.non_finite, "extrapolated": tallied.extrapolated,
-              "files": list(files)}
+              "files": list(files), "rows": list(files.values())}
     with path.open("wb") as handle:  # a handle: np.savez would otherwise append ".npz" to the name
         np.savez(handle, header=np.array(json.dumps(header)), **{n: getattr(tally, n) for n in Tally.COUNTS})
     return path
 
 
 def merge_partials(paths: Sequence[str | Path], fit: ReferenceFit, *, model_sha256: str,
-                   profile_sha256: str, snapshot: Sequence[str], source: str) -> CurrentTally:
+                   profile_sha256: str, snapshot: Mapping[str, int], source: str) -> CurrentTally:
     """Every partial's counts under `fit` added up, once they are sure to have read each file of `snapshot` (the
-    files of `source`, as it lists them now) exactly once."""
+    files of `source`, as it lists them now, and the rows each holds) exactly once, and all of its rows."""
     if not paths:
         raise InputError("partials", expected="at least one shard's partial", found="none")
     merged, read = CurrentTally.empty(fit), dict[str, list[str]]()
     for path in paths:
-        part, files = _load(Path(path), fit, model_sha256=model_sha256, profile_sha256=profile_sha256)
+        part = _load(Path(path), fit, model_sha256=model_sha256, profile_sha256=profile_sha256)
         merged.tally.merge(part.tally)
         merged.non_finite += part.non_finite
         merged.extrapolated += part.extrapolated
-        for name in files:
+        for name, rows in part.rows.items():
             read.setdefault(name, []).append(str(path))
-    check_cover(read, snapshot, source=source)
+            merged.rows[name] = rows
+    check_cover(read, list(snapshot), source=source)
+    check_rows(merged.rows, snapshot, source=source)
     return merged
+
+
+def check_rows(read: Mapping[str, int], snapshot: Mapping[str, int], *, source: str) -> None:
+    """Each file's rows as the partials counted them are the rows the snapshot holds: a partial that names a file
+    it did not tally (a neighbour's, whose partial was left out) is short of them."""
+    wrong = [f"{name}: {read[name]} rows read, {rows} in the file" for name, rows in snapshot.items()
+             if read.get(name) != rows]
+    if wrong:
+        raise InputError("partials", expected=f"every row of the files of {source} tallied",
+                         found="; ".join(wrong[:3]) + (f" (+{len(wrong) - 3} more)" if len(wrong) > 3 else ""))
 
 
 def check_cover(read: dict[str, list[str]], snapshot: Sequence[str], *, source: str) -> None:
@@ -96,8 +112,7 @@ def check_cover(read: dict[str, list[str]], snapshot: Sequence[str], *, source: 
                          found="; ".join(problems))
 
 
-def _load(path: Path, fit: ReferenceFit, *, model_sha256: str,
-          profile_sha256: str) -> tuple[CurrentTally, list[str]]:
+def _load(path: Path, fit: ReferenceFit, *, model_sha256: str, profile_sha256: str) -> CurrentTally:
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
@@ -124,7 +139,7 @@ def _load(path: Path, fit: ReferenceFit, *, model_sha256: str,
                              found="no such array" if found is None else f"{found.dtype} {found.shape}")
         want[...] = found
     counts = {key: top.integer(key) for key in ("samples", "non_finite", "extrapolated")}
-    files = top.strings("files")
+    files, rows = top.strings("files"), top.ints("rows")
     if len(set(files)) != len(files):
         raise InputError(path, field="header.files", expected="the files the shard read, each once",
                          found=f"{len(files) - len(set(files))} named twice")
@@ -132,6 +147,12 @@ def _load(path: Path, fit: ReferenceFit, *, model_sha256: str,
             or part.confidence_counts.sum() != counts["samples"]:
         raise InputError(path, field="header.samples", expected="non-negative counts that agree with the arrays",
                          found=", ".join(f"{k} {v}" for k, v in counts.items()))
+    if len(rows) != len(files) or min(rows, default=0) < 0 \
+            or sum(rows) != counts["samples"] + counts["non_finite"]:
+        raise InputError(path, field="header.rows", expected=f"the rows read of each of its {len(files)} files, "
+                         f"adding up to its {counts['samples'] + counts['non_finite']} samples (finite or not)",
+                         found=f"{len(rows)} counts adding up to {sum(rows)}")
     part.samples = counts["samples"]
     tallied.non_finite, tallied.extrapolated = counts["non_finite"], counts["extrapolated"]
-    return tallied, files
+    tallied.rows = dict(zip(files, rows, strict=True))
+    return tallied
