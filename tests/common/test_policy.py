@@ -69,7 +69,7 @@ OTHER_VALUE = {("export", "tolerances"): ["logits=0.1,0.1"], ("export", "allow_p
                ("drift", "correction"): "bonferroni", ("drift", "id_selection_share"): 0.5,
                ("drift", "min_expected"): 1.0, ("drift", "seed"): 7,
                ("parity", "tolerances"): {"logits": LOOSE_TOLERANCE}, ("parity", "layer_tolerance"): LOOSE_TOLERANCE,
-               ("parity", "seed"): 7,
+               ("parity", "seed"): 7, ("parity", "triton_serves"): "fp16",
                ("probe", "tolerances"): {"logits": LOOSE_TOLERANCE}, ("compare", "seed"): 7,
                ("compare", "alias"): "staging", ("compare", "output"): "logits_2",
                ("preprocess", "tolerance"): LOOSE_TOLERANCE, ("estimate", "seed"): 1,

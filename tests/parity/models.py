@@ -144,3 +144,53 @@ def plant_in_attention(source: Path, target: Path, module: str, defect: str) -> 
         raise ValueError(defect)
     onnx.save(model, str(target))
     return target
+
+
+class ClipStyle(torch.nn.Module):
+    """A CLIP-style pair of towers, each ending in its L2-normalised embedding: an image tower (flatten, MLP) and
+    a text tower (token embedding, mean pool, projection)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.image = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 32), torch.nn.GELU(),
+                                         torch.nn.Linear(32, 16))
+        self.tokens = torch.nn.Embedding(50, 32)
+        self.text = torch.nn.Linear(32, 16)
+
+    def forward(self, image: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        image_embedding = torch.nn.functional.normalize(self.image(image), dim=-1)
+        text_embedding = torch.nn.functional.normalize(self.text(self.tokens(ids).mean(dim=1)), dim=-1)
+        return image_embedding, text_embedding
+
+
+def save_clip_style(directory: Path, name: str, *, text_seed: int | None = None,
+                    samples: int = 64) -> dict[str, Path]:
+    """The seeded CLIP-style model as `<name>.pt2` (dynamic batch), its skewgate export and its inputs (`image`,
+    `ids`); `text_seed`: the text projection drawn from another seed (a stale text tower)."""
+    torch.manual_seed(0)
+    model = ClipStyle().eval()
+    if text_seed is not None:
+        torch.manual_seed(text_seed)
+        model.text.reset_parameters()
+    rng = np.random.default_rng(0)
+    feeds = {"image": rng.normal(size=(samples, 3, 8, 8)).astype(np.float32),
+             "ids": rng.integers(0, 50, size=(samples, 6)).astype(np.int64)}
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    program = torch.export.export(model, tuple(torch.from_numpy(v[:4]) for v in feeds.values()),
+                                  dynamic_shapes={k: {0: batch} for k in feeds})
+    directory.mkdir(parents=True, exist_ok=True)
+    files = {"pt2": directory / f"{name}.pt2", "inputs": directory / f"{name}.npz", "onnx": directory / f"{name}.onnx"}
+    torch.export.save(program, str(files["pt2"]))
+    np.savez(files["inputs"], **feeds)
+    verdict = export_model(model=files["pt2"], inputs=files["inputs"], out=files["onnx"])
+    assert verdict.status == "pass", verdict.message
+    return files
+
+
+def fp16_deployment(onnx_path: Path, out: Path) -> Path:
+    """The FP16 conversion a deployment serves (float inputs and outputs kept FP32, everything between — the
+    normalisations included — in FP16), as `parity --fp16` converts it."""
+    from skewgate.parity.internals.fp16 import convert
+
+    onnx.save(convert(onnx.load(str(onnx_path)), keep_fp32=[]), str(out))
+    return out

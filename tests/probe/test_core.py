@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from skewgate.common.compare import Tolerance
 from skewgate.common.errors import Unreachable
 from skewgate.common.io import sha256_file
 from skewgate.common.verdict import Subject, Verdict
@@ -37,8 +38,10 @@ def test_the_right_deployment_passes_every_check():
     assert verdict.status == "pass", verdict.message
     assert [c.name for c in verdict.checks] == [
         "server_live", "server_ready", "model_ready", "signature.inputs", "config.dims.inputs", "signature.outputs",
-        "config.dims.outputs", "served_version", "outputs_match.y", "batch_invariance", "dynamic_batching",
-        "latency_p99_ms"]
+        "config.dims.outputs", "served_version", "outputs_match.y", "outputs_agree.y", "batch_invariance",
+        "dynamic_batching", "latency_p99_ms"]
+    agree = _check(verdict, "outputs_agree.y")
+    assert agree.value == 1.0 and "classification (a class axis last): 6 of 6 positions kept" in agree.detail
     assert triton.connections > 0 and triton.closed == triton.connections  # every worker's connection closed
 
 
@@ -98,6 +101,35 @@ def test_one_defect_blocks_its_check_by_name(triton, options, check, detail):
     failed = {c.name: c.detail for c in verdict.failed_checks}
     assert check in failed, failed
     assert detail in failed[check]
+
+
+def _first_sample_flipped(feeds):
+    """The first sample's two highest scores swapped (its top-1 changes), the others as the model answers."""
+    y = np.asarray(feeds["x"]) @ WEIGHTS
+    order = np.argsort(y[0])
+    y[0, [order[-1], order[-2]]] = y[0, [order[-2], order[-1]]]
+    return {"y": y}
+
+
+@pytest.mark.parametrize(("limit", "status"), [
+    pytest.param(5 / 6, "pass", id="one-flip-in-six-at-a-limit-of-five-sixths"),
+    pytest.param(5 / 6 + 1e-9, "fail", id="one-flip-in-six-just-above-it"),
+])
+def test_outputs_agree_counts_the_samples_whose_answer_changed_at_its_limit(limit, status):
+    # the raw comparison let through (a tolerance as wide as the scores): the agreement decides
+    verdict = _probe(FakeTriton(serve=_first_sample_flipped), min_top1_agreement=limit,
+                     tolerances={"y": Tolerance(rtol=0.0, atol=100.0)})
+    check = _check(verdict, "outputs_agree.y")
+    assert check.value == pytest.approx(5 / 6) and check.passed is (status == "pass")
+    assert "5 of 6 positions kept" in check.detail and "1/6 samples changed" in check.detail
+    assert _check(verdict, "outputs_match.y").passed
+
+
+def test_an_output_declared_an_embedding_agrees_by_cosine():
+    verdict = _probe(FakeTriton(serve=_served_plus(1e-7)), task="embedding")
+    check = _check(verdict, "outputs_agree.y")
+    assert check.passed and "embedding (declared): 6 of 6 positions kept (cosine similarity below 0.99" in \
+        check.detail
 
 
 def test_a_model_loaded_on_demand_passes():

@@ -144,9 +144,11 @@ DEFAULT_BOUNDS: tuple[Bound, ...] = (
                         "max_samples": ("at_least", 256), "seed": ("equals", 0),
                         # what is compared (the pipeline runs layerwise; stream mode adds checks a stateful
                         # release requires), on what and where; deadlines bound waiting, not judging
+                        # a deployment computing in FP16 or INT8 is judged by agreement alone: a policy says so
+                        "triton_serves": ("equals", "fp32"),
                         "layerwise": ANY, "batch_size": ANY, "triton_protocol": ANY, "triton_deadline_s": ANY,
                         "fp16_cuda": ANY, "stream_onnx": ANY, "states": ANY, "initial_state": ANY}),
-    *_bounds("probe", {"tolerances": ("equals", {}), "max_p99_ms": ("at_most", 1000.0),
+    *_bounds("probe", {"tolerances": ("equals", {}), "max_p99_ms": ("at_most", 1000.0), **INT8_JUDGEMENT,
                        "max_samples": ("at_least", 16), "requests_per_level": ("at_least", 40),
                        "max_sequences": ("at_least", 4),
                        # the server, the model version and how they are reached; what a stateful model keeps

@@ -45,6 +45,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--triton-model", help="model name on that server")
     parser.add_argument("--triton-protocol", choices=["http", "grpc"], default=_DEFAULTS.triton_protocol,
                         help="protocol to talk to the Triton server with (default: %(default)s)")
+    parser.add_argument("--triton-serves", choices=["fp32", "fp16", "int8"], default=_DEFAULTS.triton_serves,
+                        help="what the Triton model computes in: fp32 (held to FP32's tolerances and the agreement) "
+                             "or an fp16 / int8 deployment (the agreement alone; the release policy must allow it) "
+                             "(default: %(default)s)")
     parser.add_argument("--triton-deadline", type=float, default=_DEFAULTS.triton_deadline_s,
                         help="seconds per call to Triton, retries included (default: %(default)g)")
     parser.add_argument("--inputs", required=True, type=Path, help=".npz named as the model's inputs")
@@ -77,7 +81,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     args = build_parser(parser).parse_args(sys.argv[1:] if argv is None else argv)
     tracking = tracking_options(args)  # a tracking URI MLflow would misread is refused first, as in every step
     options = ParityOptions(layerwise=args.layerwise, batch_size=args.batch_size, max_samples=args.max_samples,
-                            triton_protocol=args.triton_protocol,
+                            triton_protocol=args.triton_protocol, triton_serves=args.triton_serves,
                             triton_deadline_s=args.triton_deadline, fp16_cuda=args.fp16_cuda,
                             stream_onnx=args.stream_onnx, states=parse_states(args.state),
                             initial_state=args.initial_state, **output_task_options(args),

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -40,6 +40,7 @@ from skewgate.parity.run import ParityOptions
 log = logging.getLogger(__name__)
 STEP = "parity"
 FP32, INT8, TRITON = "torch_vs_fp32", "fp32_vs_int8", "fp32_vs_triton"
+Served = Literal["fp32", "fp16", "int8"]  # what a Triton server compared serves
 # The floor for intermediates (looser than one op's: rounding differences accumulate layer by layer); each value
 # is judged at this or at its own float64-grounded tolerance, whichever is looser.
 LAYER_TOLERANCE = Tolerance(rtol=1e-4, atol=1e-4)
@@ -83,6 +84,8 @@ def parity(*, torch_model: str | Path, onnx: str | Path, inputs: str | Path, int
         raise InputError("--state/--initial-state", expected="--stream-onnx STEP.onnx with them", found="none")
     # before anything runs, and with or without --int8: a mistyped task never passes as "not read"
     check_task_options(task=options.task, class_axis=options.class_axis, output_tasks=options.output_tasks)
+    if options.triton_serves not in get_args(Served):  # a KFP parameter arrives as any string
+        raise InputError("triton_serves", expected=f"one of {get_args(Served)}", found=repr(options.triton_serves))
     started = time.perf_counter()
     loaded = _load(torch_model, onnx, inputs, int8, options)
     loaded_at = time.perf_counter()
@@ -315,8 +318,9 @@ def _stream(setup: _Setup) -> _Streamed:
     rng = np.random.default_rng(options.seed)
     finals: dict[str, dict[str, RunningError]] = {FP32: {n: RunningError(tols[n]) for n in outputs}}
     layers: dict[str, dict[str, RunningError]] = {FP32: {}, INT8: {}}
-    # every final output (small), for the INT8 judgement of each as its task says
-    kept: dict[str, dict[str, list[np.ndarray]]] = {"fp32": {n: [] for n in outputs}, "int8": {n: [] for n in outputs}}
+    # every final output (small), for the INT8 and Triton judgements of each as its task says
+    kept: dict[str, dict[str, list[np.ndarray]]] = {side: {n: [] for n in outputs}
+                                                    for side in ("fp32", "int8", "triton")}
     full_kept: list[dict[str, np.ndarray]] = []
     n = setup.loaded.samples
     log.info("comparing %d samples in batches of %d%s", n, options.batch_size, " layer by layer" * options.layerwise)
@@ -359,6 +363,7 @@ def _stream(setup: _Setup) -> _Streamed:
             for index, name in enumerate(outputs):
                 finals.setdefault(TRITON, {}).setdefault(name, RunningError(tols[name])).update(
                     served[index], fp32_values[name], rng)
+                kept["triton"][name].append(served[index])
         # drop this batch's intermediates before the next batch allocates its own: else the peak holds two
         del recorded, fp32_inner
     return _Streamed(finals=finals, layers=layers, kept=kept, full_kept=full_kept)
@@ -394,10 +399,10 @@ def _judge(setup: _Setup, streamed: _Streamed, *, fp16: str | Path | bool,
     if options.layerwise:
         found.rows[FP32], fp32_checks, found.reports[FP32] = _fp32_layer_report(setup, streamed, module_types)
         found.checks += fp32_checks
+    probabilities = {o for n in loaded.fp32_model.graph.node if n.op_type == "Softmax" for o in n.output}
     if setup.backends.int8_model is not None:
-        int8_list, found.int8_agreement = _int8_checks(
-            finals[INT8], streamed.kept, options,
-            probabilities={o for n in loaded.fp32_model.graph.node if n.op_type == "Softmax" for o in n.output})
+        int8_list, found.int8_agreement = _int8_checks(finals[INT8], streamed.kept, options,
+                                                       probabilities=probabilities)
         found.checks += int8_list
         if options.layerwise:
             found.rows[INT8], int8_checks, found.reports[INT8] = _layer_report(
@@ -418,8 +423,7 @@ def _judge(setup: _Setup, streamed: _Streamed, *, fp16: str | Path | bool,
         found.checks += fp16_list
         found.pairs.append(PAIR)
     if triton is not None:
-        found.checks += [Check(f"triton.outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
-                               detail=f"Triton vs ORT FP32: {_describe(err)}") for name, err in finals[TRITON].items()]
+        found.checks += _triton_checks(finals[TRITON], streamed.kept, options, probabilities=probabilities)
     if options.stream_onnx:
         from skewgate.parity.internals.stream import stream_checks
 
@@ -548,29 +552,55 @@ def _int8_checks(finals: dict[str, RunningError], kept: dict[str, dict[str, list
     checks = [Check(f"int8.sqnr_db.{name}", passed=err.sqnr_db >= options.min_output_sqnr_db,
                     value=err.sqnr_db, limit=options.min_output_sqnr_db, detail=f"INT8 vs FP32: {_describe(err)}")
               for name, err in finals.items()]
+    agreement, figures = _agreement_checks("int8", kept, options, probabilities=probabilities, label="INT8 vs FP32")
+    for name, check in agreement.items():
+        checks.append(check)
+        one = figures[name]
+        if "kl_divergence" in one:
+            kl = one["kl_divergence"] or 0.0
+            checks.append(Check(f"int8.kl_divergence.{name}", passed=kl <= options.max_kl_divergence, value=kl,
+                                limit=options.max_kl_divergence,
+                                detail=f"softmax KL(FP32 ‖ INT8); entropy shift {one['entropy_shift']:+.3f} "
+                                       f"nats; top-1/top-2 gap shrank by {one['gap_shrinkage']:.3f}"))
+    return checks, figures
+
+
+def _agreement_checks(side: str, kept: dict[str, dict[str, list[np.ndarray]]], options: ParityOptions, *,
+                      probabilities: set[str], label: str) -> tuple[dict[str, Check], dict[str, Any]]:
+    """`<side>.<agreement>.<output>`: the share of positions `side`'s final outputs leave unharmed against ORT
+    FP32's, each output as its task says (`common/output_tasks.py`), with what the sample count resolves."""
     reference = {name: np.concatenate(parts) for name, parts in kept["fp32"].items()}
-    candidate = {name: np.concatenate(parts) for name, parts in kept["int8"].items()}
+    candidate = {name: np.concatenate(parts) for name, parts in kept[side].items()}
     specs = resolve_outputs(reference, task=options.task, class_axis=options.class_axis,
                             output_tasks=options.output_tasks)
     judged = agreements(reference, candidate, specs, probabilities=probabilities,
                         min_cosine=options.min_cosine_similarity, max_error=options.max_regression_error)
-    figures: dict[str, Any] = {}
+    checks, figures = {}, {}
     for name, spec in specs.items():
         one = judged[name]
         figures[name] = {"task": spec.task, "class_axis": spec.class_axis, "why": spec.why, **one.figures,
                          "smallest_resolvable": smallest_resolvable(one.positions)}
-        checks.append(Check(f"int8.{one.check}.{name}", passed=one.meets(options.min_top1_agreement),
-                            value=one.agreement, limit=options.min_top1_agreement,
-                            detail=f"{spec.task} ({spec.why}): {one.positions - one.harmed} of {one.positions} "
-                                   f"positions kept ({one.harm}: harmed); "
-                                   + describe_resolution(one.harmed, one.positions, 1.0 - options.min_top1_agreement)))
-        if "kl_divergence" in one.figures:
-            kl = one.figures["kl_divergence"] or 0.0
-            checks.append(Check(f"int8.kl_divergence.{name}", passed=kl <= options.max_kl_divergence, value=kl,
-                                limit=options.max_kl_divergence,
-                                detail=f"softmax KL(FP32 ‖ INT8); entropy shift {one.figures['entropy_shift']:+.3f} "
-                                       f"nats; top-1/top-2 gap shrank by {one.figures['gap_shrinkage']:.3f}"))
+        checks[name] = Check(f"{side}.{one.check}.{name}", passed=one.meets(options.min_top1_agreement),
+                             value=one.agreement, limit=options.min_top1_agreement,
+                             detail=f"{label}, {spec.task} ({spec.why}): {one.positions - one.harmed} of "
+                                    f"{one.positions} positions kept ({one.harm}: harmed); "
+                                    + describe_resolution(one.harmed, one.positions, 1.0 - options.min_top1_agreement))
     return checks, figures
+
+
+def _triton_checks(finals: dict[str, RunningError], kept: dict[str, dict[str, list[np.ndarray]]],
+                   options: ParityOptions, *, probabilities: set[str]) -> list[Check]:
+    """Triton against ORT FP32: within FP32's tolerances when it serves the FP32 model (`triton_serves`), and in
+    any case agreeing as each output's task says. A deployment serving FP16 or INT8 is judged by the agreement
+    alone, as its candidate is: FP32's tolerances are not its rounding, and the checks say so."""
+    served = options.triton_serves
+    checks = [Check(f"triton.outputs_match.{name}", passed=err.ok, value=err.worst_ratio, limit=1.0,
+                    detail=f"Triton vs ORT FP32: {_describe(err)}") for name, err in finals.items()] \
+        if served == "fp32" else []
+    label = "Triton vs ORT FP32" if served == "fp32" else \
+        f"Triton serving {served.upper()} vs ORT FP32 (not held to FP32's tolerances: triton_serves={served})"
+    agreement, _ = _agreement_checks("triton", kept, options, probabilities=probabilities, label=label)
+    return checks + list(agreement.values())
 
 
 _EXPECTED_UNPAIRED = ("final output", "shape arithmetic", "inside an op's lowering")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from skewgate.common.mlflow_log import StepRun
     from skewgate.common.output_tasks import Task
     from skewgate.common.triton.client import Protocol
-    from skewgate.parity.core import ParityResult
+    from skewgate.parity.core import ParityResult, Served
 
 STEP = "parity"
 ARTIFACT_NAMES = ("plot_name", "html_name")  # how the pictures are logged, not how the model was judged
@@ -45,6 +45,9 @@ class ParityOptions:
     min_cosine_similarity: float = 0.99  # embedding: a sample below this cosine to FP32 is harmed
     max_regression_error: float = 0.05  # regression: a value moved by more than this share of its spread is harmed
     triton_protocol: Protocol = "http"
+    # what Triton serves: the FP32 model (held to FP32's tolerances and the agreement) or an FP16 / INT8 candidate
+    # (the agreement alone, as that candidate is judged)
+    triton_serves: Served = "fp32"
     triton_deadline_s: float = 20.0  # per call to Triton, retries of a server that cannot be reached included
     seed: int = 0
     fp16_cuda: bool = False  # run the FP16 comparison on ONNX Runtime's CUDA provider

@@ -14,9 +14,11 @@ from typing import get_args
 from skewgate.common.cli_support import (
     EXIT_ERROR,
     add_common_args,
+    add_output_task_args,
     configure_logging,
     describe,
     finish_cli,
+    output_task_options,
     tracking_options,
 )
 from skewgate.common.errors import InputError, SkewgateError
@@ -58,6 +60,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help=f"seconds per call, retries included (default: {defaults.deadline_s:g})")
     parser.add_argument("--max-p99-ms", type=float, default=defaults.max_p99_ms,
                         help=f"latency gate on the p99 at concurrency 1, in ms (default: {defaults.max_p99_ms:g})")
+    add_output_task_args(parser.add_argument_group(
+        "how outputs agree", "each output's agreement with ONNX Runtime FP32 (`outputs_agree.<output>`), judged as "
+        "calibrate and parity --int8 judge INT8's"), defaults)
     stream = parser.add_argument_group("stateful model (--stream)", "a STEP model served under Triton's sequence "
                                        "batcher, its state kept on the server; --inputs holds sequences (batch on "
                                        "axis 0, time on axis 1), each probed under its own correlation id")
@@ -125,7 +130,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
                            ca_certificate=args.ca_cert, deadline_s=args.deadline, max_p99_ms=args.max_p99_ms,
                            stream=args.stream, states=parse_states(args.state),
                            initial_state=str(args.initial_state) if args.initial_state else None,
-                           max_sequences=args.max_sequences)
+                           max_sequences=args.max_sequences, **output_task_options(args))
     result = run(url=args.url or "", model=args.model, onnx=args.onnx, inputs=args.inputs,
                   repository=args.repository, options=options, tracking=tracking)
     return finish_cli(result, args)

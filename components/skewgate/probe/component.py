@@ -23,6 +23,9 @@ def triton_probe_op(
     states: str = "",
     initial_state: dsl.Input[dsl.Dataset] = None,  # KFP: an optional input artifact
     max_sequences: int = 4,
+    task: str = "auto",
+    class_axis: str = "",
+    output_tasks: str = "",
 ) -> str:
     """Probe Triton with the exported model; returns the verdict status.
 
@@ -45,11 +48,16 @@ def triton_probe_op(
         states: With `stream`, the state pairs `IN=OUT` (STEP input = output of its next value), comma-separated.
         initial_state: With `stream`, `.npz` of one sequence's initial state keyed by state input (absent: zeros).
         max_sequences: With `stream`, how many samples of `probe_inputs` are probed as sequences.
+        task: What the outputs are, for their agreement with ONNX Runtime FP32: auto, classification,
+            segmentation, embedding or regression.
+        class_axis: The class axis of a classification or segmentation output (empty: inferred).
+        output_tasks: One output's own task where a model has several, as `NAME=TASK[:AXIS]`, comma-separated.
     """
     from typing import cast
 
     from skewgate.common.errors import InputError
     from skewgate.common.kfp_io import finish
+    from skewgate.common.output_tasks import Task, parse_class_axis, parse_output_tasks
     from skewgate.common.recording import TrackingOptions, record_refusal
     from skewgate.common.states import parse_states
     from skewgate.common.triton.client import Protocol
@@ -60,9 +68,12 @@ def triton_probe_op(
     try:  # a parameter that does not parse is the step's error verdict, recorded as any other
         options = ProbeOptions(protocol=cast(Protocol, protocol), stream=stream, states=parse_states([states]),
                                initial_state=initial_state.path if initial_state is not None else None,
-                               max_sequences=max_sequences)
+                               max_sequences=max_sequences, task=cast(Task, task),
+                               class_axis=parse_class_axis(class_axis),
+                               output_tasks=parse_output_tasks(output_tasks.split(","), field_name="output_tasks"))
     except InputError as err:
-        return finish(record_refusal("probe", err, tracking, parameters={"states": states}), **outputs)
+        return finish(record_refusal("probe", err, tracking, parameters={
+            "states": states, "class_axis": class_axis, "output_tasks": output_tasks}), **outputs)
     result = run(url=triton_url, model=model_name, onnx=onnx_model.path, inputs=probe_inputs.path, options=options,
                  tracking=tracking)
     return finish(result, **outputs)

@@ -3,7 +3,9 @@
 Checks, in order: server live and ready; model ready (loaded on demand where explicit control allows, the
 server's own error text when it will not load); metadata and config match the ONNX signature (names, dtypes,
 shapes, the batch dimension); the served version and — where the repository is readable — the SHA-256 of the
-served file; outputs equal ONNX Runtime FP32 on the probe inputs; batch sizes 1, odd and max; concurrent
+served file; outputs equal ONNX Runtime FP32 on the probe inputs, and agree with it as each output's task says
+(`common/output_tasks.py`: top-1 per sample or pixel, an embedding's cosine, a regressor's error — what a
+deployment computing in FP16 where ONNX Runtime's CPU does not is judged by); batch sizes 1, odd and max; concurrent
 single-sample requests under dynamic batching; latency percentiles and throughput at a few concurrency levels;
 the server's own queue and compute time. A stateful STEP model (`Probing.stream`) is judged on sequences instead of
 single requests (`internals/stream.py`): the signature less its state tensors, the sequence batcher, and sequences
@@ -30,6 +32,8 @@ import numpy as np
 from skewgate.common.compare import Tolerance, batch_sizes, compare_close
 from skewgate.common.errors import Rejected
 from skewgate.common.io import TensorSpec, load_onnx, onnx_input_specs, sha256_file
+from skewgate.common.output_tasks import agreements, resolve_outputs
+from skewgate.common.resolution import describe as describe_resolution
 from skewgate.common.triton.client import ServerRefused, Triton
 from skewgate.common.triton.repository import Signature, TensorSignature, from_served, signature_of, to_served
 from skewgate.common.triton.sequence import served_signature
@@ -73,6 +77,19 @@ def load_gated(onnx: str | Path) -> GatedModel:
 
 
 @dataclass(frozen=True)
+class OutputJudging:
+    """How each output's agreement with ONNX Runtime FP32 is judged: its task (`auto`: from its shape and values)
+    and the limits calibrate and `parity --int8` apply (the defaults live in `run.ProbeOptions`)."""
+
+    task: str = "auto"
+    class_axis: int | None = None
+    output_tasks: Mapping[str, str] = field(default_factory=dict)
+    min_agreement: float = 0.99
+    min_cosine: float = 0.99
+    max_error: float = 0.05
+
+
+@dataclass(frozen=True)
 class Probing:
     """What the checks judge against (the defaults live in `run.ProbeOptions`)."""
 
@@ -82,6 +99,7 @@ class Probing:
     requests_per_level: int
     max_p99_ms: float
     tolerances: Mapping[str, Tolerance] = field(default_factory=dict)
+    judging: OutputJudging = field(default_factory=OutputJudging)
     stream: StreamProbing | None = None  # a stateful STEP under the sequence batcher: the stream checks instead
 
 
@@ -320,6 +338,8 @@ def _run_behaviour(serve: Callable[[Mapping[str, np.ndarray]], Arrays], expected
         closeness = compare_close(served[name], expected[name][: len(served[name])], tols[name])
         checks.append(Check(f"outputs_match.{name}", passed=closeness.ok, value=closeness.worst_ratio, limit=1.0,
                             detail=f"Triton vs ONNX Runtime FP32: {closeness.describe()}"))
+    checks += agreement_checks({n: expected[n][: len(served[n])] for n in outputs},
+                               {n: served[n] for n in outputs}, probing.judging)
     if max_batch == 0:
         return checks, None
     m = len(next(iter(first.values())))
@@ -332,6 +352,26 @@ def _run_behaviour(serve: Callable[[Mapping[str, np.ndarray]], Arrays], expected
     latency = measure_latency(lambda: serve({k: v[:1] for k, v in first.items()}), probing)
     checks.append(latency_check(latency, probing.max_p99_ms))
     return checks, latency
+
+
+def agreement_checks(expected: Arrays, served: Arrays, judging: OutputJudging) -> list[Check]:
+    """`outputs_agree.<output>`: the share of positions Triton's outputs leave unharmed against ONNX Runtime
+    FP32's, each output as its task says, with what the probe's sample count can resolve."""
+    specs = resolve_outputs(expected, task=judging.task, class_axis=judging.class_axis,
+                            output_tasks=judging.output_tasks)
+    judged = agreements(expected, served, specs, min_cosine=judging.min_cosine, max_error=judging.max_error)
+    checks = []
+    for name, spec in specs.items():
+        one = judged[name]
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in one.figures.items() if v is not None and k != one.check)
+        checks.append(Check(f"outputs_agree.{name}", passed=one.meets(judging.min_agreement), value=one.agreement,
+                            limit=judging.min_agreement,
+                            detail=f"Triton vs ONNX Runtime FP32, {spec.task} ({spec.why}): "
+                                   f"{one.positions - one.harmed} of {one.positions} positions kept ({one.harm}: "
+                                   "harmed)"
+                                   + (f"; {shown}" if shown else "") + "; "
+                                   + describe_resolution(one.harmed, one.positions, 1.0 - judging.min_agreement)))
+    return checks
 
 
 def _compare_to_alone(name: str, results: list[Arrays], alone: list[Arrays], outputs: list[str],

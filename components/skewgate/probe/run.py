@@ -15,10 +15,11 @@ import numpy as np
 from skewgate.common.compare import Tolerance
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, sha256_file
+from skewgate.common.output_tasks import Task, check_task_options
 from skewgate.common.recording import StepResult, TrackingOptions, evaluate_and_record
 from skewgate.common.triton.client import Protocol, TritonClient
 from skewgate.common.verdict import Subject, Verdict
-from skewgate.probe.core import GatedModel, Probing, load_gated, probe
+from skewgate.probe.core import GatedModel, OutputJudging, Probing, load_gated, probe
 from skewgate.probe.internals.stream import StreamProbing, sequence_feeds
 
 STEP = "probe"
@@ -43,6 +44,13 @@ class ProbeOptions:
     requests_per_level: int = 40
     max_p99_ms: float = 1000.0  # gates the first concurrency level's p99
     tolerances: Mapping[str, Tolerance] = field(default_factory=dict)  # by output; default: by dtype
+    # each output's agreement with ONNX Runtime FP32, judged as calibrate and `parity --int8` judge INT8's
+    task: Task = "auto"
+    class_axis: int | None = None
+    output_tasks: Mapping[str, str] = field(default_factory=dict)  # output name → "TASK[:AXIS]", over `task`
+    min_top1_agreement: float = 0.99
+    min_cosine_similarity: float = 0.99
+    max_regression_error: float = 0.05
     # stateful STEP (`--stream`): the model keeps a state per sequence under Triton's sequence batcher
     stream: bool = False
     states: Mapping[str, str] = field(default_factory=dict)  # state input → state output (`--state IN=OUT`)
@@ -59,12 +67,16 @@ class ProbeOptions:
         if not self.stream and (self.states or self.initial_state):
             raise InputError("--stream", expected="--stream with --state/--initial-state (a stateful model)",
                              found="state options without --stream")
+        check_task_options(task=self.task, class_axis=self.class_axis, output_tasks=self.output_tasks)
         return self
 
     def probing(self) -> Probing:
+        judging = OutputJudging(task=self.task, class_axis=self.class_axis, output_tasks=self.output_tasks,
+                                min_agreement=self.min_top1_agreement, min_cosine=self.min_cosine_similarity,
+                                max_error=self.max_regression_error)
         return Probing(version=self.version, load_model=self.load_model,
                        concurrency_levels=self.concurrency_levels, requests_per_level=self.requests_per_level,
-                       max_p99_ms=self.max_p99_ms, tolerances=self.tolerances)
+                       max_p99_ms=self.max_p99_ms, tolerances=self.tolerances, judging=judging)
 
 
 def run(*, url: str, model: str, onnx: str | Path, inputs: str | Path, options: ProbeOptions,
