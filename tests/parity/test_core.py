@@ -229,10 +229,11 @@ def test_an_output_task_for_an_output_the_model_lacks_is_an_error_naming_the_out
 
 
 @pytest.mark.parametrize("options", [pytest.param({"task": "regresion"}, id="task"),
-                                     pytest.param({"output_tasks": {"out": "segmentaton"}}, id="output-task")])
-def test_a_mistyped_task_is_an_error_without_int8_too(parity_model, options):
-    """Without --int8 no output would read the task: it is refused all the same, before anything runs."""
-    with pytest.raises(InputError, match="task"):
+                                     pytest.param({"output_tasks": {"out": "segmentaton"}}, id="output-task"),
+                                     pytest.param({"triton_serves": "fp8"}, id="triton-serves")])
+def test_a_mistyped_judging_option_is_an_error_without_int8_or_triton_too(parity_model, options):
+    """Without --int8 (or a Triton) nothing would read it: it is refused all the same, before anything runs."""
+    with pytest.raises(InputError, match=r"task|triton_serves: expected one of"):
         parity(torch_model=parity_model["pt2"], onnx=parity_model["onnx"], inputs=parity_model["inputs"],
                options=ParityOptions(**options))
 

@@ -22,6 +22,7 @@ def parity_op(
     states: str = "",
     triton_url: str = "",
     triton_model: str = "",
+    triton_serves: str = "fp32",
     fp16: bool = False,
     layerwise: bool = True,
     task: str = "auto",
@@ -52,6 +53,8 @@ def parity_op(
         states: `IN=OUT` state pairs of `stream_onnx` as `skewgate parity --state`, comma-separated.
         triton_url: `host:port` of a live Triton to check as well (empty: none).
         triton_model: Model name on that Triton (required with `triton_url`).
+        triton_serves: What that model computes in: fp32 (held to FP32's tolerances and the agreement), or fp16 /
+            int8 (the agreement alone; the release policy must allow it).
         fp16: Also judge an FP16 conversion of the model and propose the nodes to keep in FP32.
         layerwise: Compare every intermediate layer, not only the outputs.
         task: What the outputs are, for the INT8 judgement: auto, classification, segmentation, embedding or
@@ -70,6 +73,7 @@ def parity_op(
     from skewgate.common.output_tasks import Task, parse_class_axis, parse_output_tasks
     from skewgate.common.recording import TrackingOptions, record_refusal
     from skewgate.common.states import parse_states
+    from skewgate.parity.core import Served
     from skewgate.parity.run import ParityOptions, run
 
     tracking = TrackingOptions(uri=tracking_uri, experiment=experiment, pipeline_run_id=pipeline_run_id)
@@ -78,7 +82,8 @@ def parity_op(
         options = ParityOptions(layerwise=layerwise, task=cast(Task, task), class_axis=parse_class_axis(class_axis),
                                 output_tasks=parse_output_tasks(output_tasks.split(","), field_name="output_tasks"),
                                 stream_onnx=stream_onnx.path if stream_onnx else None, states=parse_states([states]),
-                                initial_state=initial_state.path if initial_state else None)
+                                initial_state=initial_state.path if initial_state else None,
+                                triton_serves=cast(Served, triton_serves))
     except InputError as err:
         return finish(record_refusal("parity", err, tracking, parameters={
             "class_axis": class_axis, "output_tasks": output_tasks, "states": states}), **outputs)
