@@ -128,10 +128,27 @@ def test_an_embedding_sample_is_harmed_below_the_cosine_limit(cosine, harmed):
 
 
 def test_embedding_reports_nearest_neighbour_agreement():
-    same = agreement(EMBEDDINGS, EMBEDDINGS * 2, TaskSpec("embedding"))  # scale does not move a cosine
-    assert same.agreement == 1.0 and same.figures["neighbour_agreement"] == 1.0
+    raw = EMBEDDINGS * np.linspace(0.5, 3, len(EMBEDDINGS))[:, None]  # a reference the model did not normalise
+    same = agreement(raw, raw * 2, TaskSpec("embedding"))  # scale does not move a cosine
+    assert same.agreement == 1.0 and same.figures["neighbour_agreement"] == 1.0 and "norm_error_max" not in \
+        same.figures
     shuffled = agreement(EMBEDDINGS, EMBEDDINGS[::-1].copy(), TaskSpec("embedding"))
     assert shuffled.figures["neighbour_agreement"] < 0.5 and shuffled.agreement < 0.1
+
+
+@pytest.mark.parametrize(("scale", "harmed"), [
+    pytest.param(1.0099, 0, id="norm-just-within-0.01"),
+    pytest.param(0.9901, 0, id="norm-just-within-0.01-below"),
+    pytest.param(1.0101, 64, id="norm-just-beyond-0.01"),
+    pytest.param(2.0, 64, id="unnormalised-twice"),
+])
+def test_a_normalised_embedding_served_at_another_norm_is_harmed(scale, harmed):
+    """Cosine ignores scale: where the model normalised its rows (the reference's are unit), a candidate row off
+    norm 1 by more than 1 − min_cosine is harmed, as retrieval by dot product would rank it otherwise."""
+    judged = agreement(EMBEDDINGS, EMBEDDINGS * scale, TaskSpec("embedding"), min_cosine=0.99)
+    assert judged.harmed == harmed and judged.figures["cosine_min"] == pytest.approx(1.0)
+    assert judged.figures["norm_error_max"] == pytest.approx(abs(scale - 1.0))
+    assert "a norm off 1 by more than 0.01" in judged.harm
 
 
 @pytest.mark.parametrize("shift, harmed", [

@@ -9,8 +9,9 @@ reads the same on every model, and `common/resolution.py` can say what a sample 
 - segmentation: one position per pixel (class axis 1 of N×C×H×W by default); harmed as above; also the mIoU of the
   candidate's label map against the reference's.
 - embedding: one position per sample; harmed when the cosine similarity to the reference falls below
-  `min_cosine`; also the mean and worst cosine and nearest-neighbour agreement at k (retrieval is what embeddings
-  serve).
+  `min_cosine`, or — where the reference's rows have unit norm — its norm is off 1 by more than 1 − `min_cosine`
+  (cosine ignores scale; an unnormalised answer would agree); also the mean and worst cosine, the worst norm
+  error and nearest-neighbour agreement at k (retrieval is what embeddings serve).
 - regression: one position per sample; harmed when any of its values moves by more than `max_error` times that
   output column's spread (standard deviation over the reference); also the worst column's R² of the candidate
   against the reference.
@@ -292,19 +293,28 @@ def _miou(reference: np.ndarray, candidate: np.ndarray, classes: int) -> float:
 
 
 def _embedding(ref: np.ndarray, cand: np.ndarray, min_cosine: float) -> Agreement:
-    norms = np.linalg.norm(ref, axis=1) * np.linalg.norm(cand, axis=1)
+    """Harmed: a cosine below `min_cosine` — and, where the reference's rows have unit norm (the model
+    normalised them, and retrieval compares them by dot product), a candidate row whose norm is off 1 by more than
+    1 − `min_cosine`: cosine ignores scale, so an unnormalised answer would otherwise agree at 1.0."""
+    ref_norm, cand_norm = np.linalg.norm(ref, axis=1), np.linalg.norm(cand, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        cosine = np.sum(ref * cand, axis=1) / norms
+        cosine = np.sum(ref * cand, axis=1) / (ref_norm * cand_norm)
     kept = cosine >= min_cosine  # NaN (a zero or broken vector) is harmed
+    harm = f"cosine similarity below {min_cosine}"
+    normalised = len(ref) > 0 and unit_rows(ref)
+    if normalised:
+        kept &= np.abs(cand_norm - 1.0) <= 1.0 - min_cosine  # NaN is harmed here too
+        harm += f", or a norm off 1 by more than {1.0 - min_cosine:.3g} (the reference's rows have unit norm)"
     share = float(kept.mean()) if len(kept) else 0.0
     figures: dict[str, float | None] = {
                "cosine_agreement": share,
                "cosine_mean": float(np.nanmean(cosine)) if np.isfinite(cosine).any() else 0.0,
                "cosine_min": float(np.nan_to_num(cosine, nan=-1.0).min()) if len(cosine) else 0.0}
+    if normalised:
+        figures["norm_error_max"] = float(np.nan_to_num(np.abs(cand_norm - 1.0), nan=np.inf).max())
     if len(ref) > 2 and np.isfinite(cand).all():
         figures["neighbour_agreement"] = _neighbour_agreement(ref, cand)
-    return Agreement("embedding", share, int(np.count_nonzero(~kept)), len(kept),
-                     f"cosine similarity below {min_cosine}", figures)
+    return Agreement("embedding", share, int(np.count_nonzero(~kept)), len(kept), harm, figures)
 
 
 def _neighbour_agreement(ref: np.ndarray, cand: np.ndarray) -> float:
