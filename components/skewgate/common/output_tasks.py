@@ -72,6 +72,15 @@ class Agreement:
         return self.agreement >= limit
 
 
+def describe_agreement(spec: TaskSpec, judged: Agreement, limit: float) -> str:
+    """What a check says of one output's agreement: its task and why, the positions kept and what harms one, and
+    what the sample count resolves against the budget 1 − `limit` (`common/resolution.py`)."""
+    from skewgate.common.resolution import describe
+
+    return (f"{spec.task} ({spec.why}): {judged.positions - judged.harmed} of {judged.positions} positions kept "
+            f"({judged.harm}: harmed); " + describe(judged.harmed, judged.positions, 1.0 - limit))
+
+
 def check_name(task: str) -> str:
     """The name of a task's agreement check and figure (parity prefixes `int8.`)."""
     return {"embedding": "cosine_agreement", "regression": "error_agreement"}.get(task, "top1_agreement")

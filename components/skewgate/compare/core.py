@@ -35,10 +35,10 @@ from skewgate.compare.scoring.metrics import (
     Task,
     classification_scorer,
     embedding_scorer,
-    nearest_neighbours,
     paired_intervals,
     point,
     regression_scorer,
+    retrieval_neighbours,
     segmentation_scorer,
 )
 
@@ -140,9 +140,12 @@ def compare(*, candidate: str | Path, champion: Champion | None, eval_data: str 
         data["champion"] = champion.sha256
         subject = dataclasses.replace(subject, data=data)
     checks.append(_finite(ours))
-    rows = _judge("", ours, theirs, targets, kind, judging)
+    # an embedding's neighbours over the whole set (n² similarities) are found once, for its metrics and its churn
+    found = None if kind != "embedding" else \
+        (retrieval_neighbours(ours), None if theirs is None else retrieval_neighbours(theirs))
+    rows = _judge("", ours, theirs, targets, kind, judging, neighbours=found)
     if theirs is not None and kind != "regression":
-        checks.append(_churn(kind, ours, theirs, judging.max_churn))
+        checks.append(_churn(kind, ours, theirs, judging.max_churn, neighbours=found))
     slice_summary = None if slices is None else _slice_rows(slices, ours, theirs, targets, kind, judging, rows)
     checks += [row.pop("check") for row in rows if "check" in row]
     if slice_summary is not None:
@@ -257,26 +260,31 @@ def _task(choice: TaskChoice, outputs: np.ndarray, targets: np.ndarray, labels: 
     return kind
 
 
-def _scorer(kind: Task, outputs: np.ndarray, targets: np.ndarray) -> Scorer:
+Neighbours = tuple[np.ndarray, np.ndarray | None]  # an embedding's retrieval neighbours: candidate's, champion's
+
+
+def _scorer(kind: Task, outputs: np.ndarray, targets: np.ndarray, neighbours: np.ndarray | None = None) -> Scorer:
     if kind == "classification":
         return classification_scorer(outputs, targets, outputs.shape[1])
     if kind == "segmentation":
         return segmentation_scorer(outputs, targets, outputs.shape[1])
     if kind == "embedding":
-        return embedding_scorer(outputs, targets)
+        return embedding_scorer(outputs, targets, neighbours=neighbours)
     return regression_scorer(outputs, targets.astype(np.float64))
 
 
 def _judge(prefix: str, ours: np.ndarray, theirs: np.ndarray | None, targets: np.ndarray, kind: Task,
-           judging: Judging) -> list[dict[str, Any]]:
-    """One table row per metric, each carrying the checks it produced (floor, vs_champion) under `check`."""
+           judging: Judging, *, neighbours: Neighbours | None = None) -> list[dict[str, Any]]:
+    """One table row per metric, each carrying the checks it produced (floor, vs_champion) under `check`;
+    `neighbours`: an embedding's, already found on these samples."""
     n = len(targets)
-    scorer = _scorer(kind, ours, targets)
+    mine, champions = (None, None) if neighbours is None else neighbours
+    scorer = _scorer(kind, ours, targets, mine)
     values = point(scorer, n)
     intervals: dict[str, tuple[float, float]] = {}
     champion_values: dict[str, float] = {}
     if theirs is not None:
-        champion_scorer = _scorer(kind, theirs, targets)
+        champion_scorer = _scorer(kind, theirs, targets, champions)
         champion_values = point(champion_scorer, n)
         intervals = paired_intervals(scorer, champion_scorer, n, resamples=judging.resamples, seed=judging.seed,
                                      confidence=judging.confidence)
@@ -335,12 +343,14 @@ def _finite(outputs: np.ndarray) -> Check:
                  detail=f"{bad} NaN/Inf values in the candidate's outputs" if bad else "all outputs finite")
 
 
-def _churn(kind: Task, ours: np.ndarray, theirs: np.ndarray, limit: float | None) -> Check:
+def _churn(kind: Task, ours: np.ndarray, theirs: np.ndarray, limit: float | None, *,
+           neighbours: Neighbours | None) -> Check:
     """The share of answers that change between champion and candidate: a sample's top-1, a pixel's class, a
-    sample's nearest neighbour in the eval set."""
+    sample's nearest neighbour in the eval set (`neighbours`: both models', found for the metrics)."""
     if kind == "embedding":
+        assert neighbours is not None and neighbours[1] is not None
         what = "samples change their nearest neighbour"
-        churn = float(np.mean(nearest_neighbours(ours, 1)[:, 0] != nearest_neighbours(theirs, 1)[:, 0]))
+        churn = float(np.mean(neighbours[0][:, 0] != neighbours[1][:, 0]))
     else:
         what = "pixels change their class" if kind == "segmentation" else "samples change their top-1"
         churn = float(np.mean(ours.argmax(axis=1) != theirs.argmax(axis=1)))

@@ -28,8 +28,7 @@ from skewgate.common.error_stats import RunningError
 from skewgate.common.errors import InputError
 from skewgate.common.io import load_npz, load_onnx, onnx_input_specs, sha256_file
 from skewgate.common.layers import OnnxValue, TorchRecorder, onnx_values, quantized_counterparts, with_intermediates
-from skewgate.common.output_tasks import agreements, check_task_options, resolve_outputs
-from skewgate.common.resolution import describe as describe_resolution
+from skewgate.common.output_tasks import agreements, check_task_options, describe_agreement, resolve_outputs
 from skewgate.common.resolution import smallest_resolvable
 from skewgate.common.rounding import MAX_GROUNDED, REFERENCE_SAMPLES, Rounding, first_samples, measure, take_samples
 from skewgate.common.runtime import run_by_name, session
@@ -582,9 +581,7 @@ def _agreement_checks(side: str, kept: dict[str, dict[str, list[np.ndarray]]], o
                          "smallest_resolvable": smallest_resolvable(one.positions)}
         checks[name] = Check(f"{side}.{one.check}.{name}", passed=one.meets(options.min_top1_agreement),
                              value=one.agreement, limit=options.min_top1_agreement,
-                             detail=f"{label}, {spec.task} ({spec.why}): {one.positions - one.harmed} of "
-                                    f"{one.positions} positions kept ({one.harm}: harmed); "
-                                    + describe_resolution(one.harmed, one.positions, 1.0 - options.min_top1_agreement))
+                             detail=f"{label}, {describe_agreement(spec, one, options.min_top1_agreement)}")
     return checks, figures
 
 

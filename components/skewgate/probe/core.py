@@ -32,8 +32,7 @@ import numpy as np
 from skewgate.common.compare import Tolerance, batch_sizes, compare_close
 from skewgate.common.errors import Rejected
 from skewgate.common.io import TensorSpec, load_onnx, onnx_input_specs, sha256_file
-from skewgate.common.output_tasks import agreements, resolve_outputs
-from skewgate.common.resolution import describe as describe_resolution
+from skewgate.common.output_tasks import agreements, describe_agreement, resolve_outputs
 from skewgate.common.triton.client import ServerRefused, Triton
 from skewgate.common.triton.repository import Signature, TensorSignature, from_served, signature_of, to_served
 from skewgate.common.triton.sequence import served_signature
@@ -338,7 +337,7 @@ def _run_behaviour(serve: Callable[[Mapping[str, np.ndarray]], Arrays], expected
         closeness = compare_close(served[name], expected[name][: len(served[name])], tols[name])
         checks.append(Check(f"outputs_match.{name}", passed=closeness.ok, value=closeness.worst_ratio, limit=1.0,
                             detail=f"Triton vs ONNX Runtime FP32: {closeness.describe()}"))
-    checks += agreement_checks({n: expected[n][: len(served[n])] for n in outputs},
+    checks += _agreement_checks({n: expected[n][: len(served[n])] for n in outputs},
                                {n: served[n] for n in outputs}, probing.judging)
     if max_batch == 0:
         return checks, None
@@ -354,7 +353,7 @@ def _run_behaviour(serve: Callable[[Mapping[str, np.ndarray]], Arrays], expected
     return checks, latency
 
 
-def agreement_checks(expected: Arrays, served: Arrays, judging: OutputJudging) -> list[Check]:
+def _agreement_checks(expected: Arrays, served: Arrays, judging: OutputJudging) -> list[Check]:
     """`outputs_agree.<output>`: the share of positions Triton's outputs leave unharmed against ONNX Runtime
     FP32's, each output as its task says, with what the probe's sample count can resolve."""
     specs = resolve_outputs(expected, task=judging.task, class_axis=judging.class_axis,
@@ -364,13 +363,9 @@ def agreement_checks(expected: Arrays, served: Arrays, judging: OutputJudging) -
     for name, spec in specs.items():
         one = judged[name]
         shown = ", ".join(f"{k} {v:.4g}" for k, v in one.figures.items() if v is not None and k != one.check)
+        detail = f"Triton vs ONNX Runtime FP32, {describe_agreement(spec, one, judging.min_agreement)}"
         checks.append(Check(f"outputs_agree.{name}", passed=one.meets(judging.min_agreement), value=one.agreement,
-                            limit=judging.min_agreement,
-                            detail=f"Triton vs ONNX Runtime FP32, {spec.task} ({spec.why}): "
-                                   f"{one.positions - one.harmed} of {one.positions} positions kept ({one.harm}: "
-                                   "harmed)"
-                                   + (f"; {shown}" if shown else "") + "; "
-                                   + describe_resolution(one.harmed, one.positions, 1.0 - judging.min_agreement)))
+                            limit=judging.min_agreement, detail=detail + (f"; {shown}" if shown else "")))
     return checks
 
 

@@ -84,11 +84,18 @@ def nearest_neighbours(embeddings: np.ndarray, k: int) -> np.ndarray:
     return found
 
 
-def embedding_scorer(embeddings: np.ndarray, labels: np.ndarray) -> Scorer:
+def retrieval_neighbours(embeddings: np.ndarray) -> np.ndarray:
+    """Each sample's `RECALL_K` nearest others in the set (fewer when the set is smaller), nearest first: what
+    `embedding_scorer` judges, and churn compares the first of."""
+    return nearest_neighbours(embeddings, min(RECALL_K, len(embeddings) - 1))
+
+
+def embedding_scorer(embeddings: np.ndarray, labels: np.ndarray, *, neighbours: np.ndarray | None = None) -> Scorer:
     """Retrieval over the eval set itself, each sample a query against all others: `nn_accuracy`, the share
     whose nearest neighbour has its label, and `recall_at_k`, the share with its label among its `RECALL_K`
-    nearest (fewer when the set is smaller). The neighbours are the whole set's; a resample weighs the queries."""
-    neighbours = nearest_neighbours(embeddings, min(RECALL_K, len(labels) - 1))
+    nearest. The neighbours are the whole set's (`retrieval_neighbours`, or given when already found); a resample
+    weighs the queries."""
+    neighbours = retrieval_neighbours(embeddings) if neighbours is None else neighbours
     same = labels[neighbours] == labels[:, None]
     first, any_of = same[:, 0].astype(np.float64), same.any(axis=1).astype(np.float64)
 
