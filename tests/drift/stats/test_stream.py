@@ -87,6 +87,42 @@ def test_coverage_from_sorted_columns_equals_binning_each_value(seed):
     assert counted[0].sum(axis=1).tolist() == [4_000] * 3 and counted[0][0, 12] > 0
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (5_000, 1), (5_000, 3), (300, 512), (1_000, 700)],
+                         ids=lambda s: f"{s[0]}x{s[1]}")
+def test_sorted_rows_are_each_column_sorted(shape):
+    """The blocked transpose (blocks sized by the width, a last block cut short) and the sort on every core
+    give each column, sorted, as a row."""
+    from skewgate.drift.stats.stream import _sorted_rows
+
+    values = np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32)
+    np.testing.assert_array_equal(_sorted_rows(values), np.sort(values.T, axis=1))
+
+
+def test_moments_from_the_sorted_columns_equal_the_batch_moments():
+    """The MMD standardisation from the sorted columns (finite values only, as `_add_moments` counts them)
+    equals the one from the batch, NaN and ±Inf included, over several batches merged."""
+    from skewgate.drift.stats.source import Batch
+    from skewgate.drift.stats.stream import Accumulator
+
+    rng = np.random.default_rng(3)
+    names = ("a", "b", "c", "d")
+    values = (rng.standard_normal((6_000, 4)) * [1, 10, 1e-3, 1] + [0, 5, 1e4, 0]).astype(np.float32)
+    values[rng.integers(0, 6_000, 40), 0] = np.nan
+    values[rng.integers(0, 6_000, 10), 1] = np.inf
+    values[:, 3] = np.nan  # a column with no finite value
+    moments = []
+    for tables in (True, False):  # tables: the batch is sorted, and the moments come from the sorted columns
+        acc = Accumulator(names, names, (), seed=0, exact_rows=1 << 16, capacity=4096, sample_rows=100,
+                          tables=tables)
+        for start in range(0, 6_000, 2_500):
+            acc.add(Batch(origin="x", numeric=values[start:start + 2_500], categorical={}))
+        moments.append(acc.moments)
+    np.testing.assert_allclose(moments[0], moments[1], rtol=1e-6)
+    finite = np.where(np.isfinite(values), values, np.nan).astype(np.float64)
+    np.testing.assert_allclose(moments[0][0], np.isfinite(values).sum(axis=0))
+    np.testing.assert_allclose(moments[0][1, :3], np.nanmean(finite[:, :3], axis=0), rtol=1e-6)
+
+
 @pytest.mark.parametrize("exact", [pytest.param(False, id="saved-profile"), pytest.param(True, id="two-dataset")])
 @pytest.mark.parametrize("mmd_max_rows", [pytest.param(100_000, id="every-row"), pytest.param(700, id="a-share")])
 def test_a_reference_read_once_gives_the_mmd_a_second_read_gives(write, monkeypatch, caplog, exact, mmd_max_rows):

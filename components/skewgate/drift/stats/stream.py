@@ -24,6 +24,7 @@ from skewgate.drift.stats.categories import SELECTION_SHARE, selection_rows
 from skewgate.drift.stats.mmd import RandomFeatures
 from skewgate.drift.stats.sketch import QuantileSketch, SketchBuilder, merge_sketches
 from skewgate.drift.stats.source import Batch
+from skewgate.drift.stats.threads import in_parts, map_features
 
 COVERAGE_BINS = 13  # below min, deciles 1..10, above max, NaN
 # the most bytes of MMD-input rows a reference pass keeps for MMD (`select_rate`): 131,072 rows of 512 float32
@@ -151,7 +152,10 @@ class Accumulator:
             return
         mmd_input = self.embedder(batch) if self.embedder is not None else numeric
         if self.sample_rows:
-            self._add_moments(mmd_input)
+            if ordered is not None and self.embedder is None:  # the MMD input is these columns: one pass less
+                self._add_column_moments(ordered)
+            else:
+                self._add_moments(mmd_input)
             self._add_sample(mmd_input, self._rng(batch.origin, 1).random(len(mmd_input)))
         if self.selected is not None:
             self._select(self._mmd_rows(mmd_input, batch.origin, self.select_rate or 1.0))
@@ -251,6 +255,21 @@ class Accumulator:
         m2 = deviation.sum(axis=0, dtype=np.float64)
         self.moments = _merge_moments(self.moments, np.stack([count, mean, m2]))
 
+    def _add_column_moments(self, columns: list[np.ndarray]) -> None:
+        """`_add_moments` from each column's finite values (the sorted columns `_add_tables` made): contiguous
+        rows, where the batch's columns are strided, and no batch-sized temporary."""
+
+        def moments(values: np.ndarray) -> tuple[float, float, float]:
+            if not values.size:
+                return 0.0, 0.0, 0.0
+            mean = float(values.sum(dtype=np.float64)) / values.size
+            deviation = values - np.float32(mean)
+            np.square(deviation, out=deviation)
+            return float(values.size), mean, float(deviation.sum(dtype=np.float64))
+
+        rows = np.array(map_features(moments, columns), dtype=np.float64).reshape(-1, 3)
+        self.moments = _merge_moments(self.moments, rows.T)
+
     def _add_sample(self, x: np.ndarray, keys: np.ndarray) -> None:
         rows = np.asarray(x, dtype=np.float32)
         if self.sample is not None:
@@ -286,7 +305,7 @@ class Accumulator:
     def result(self) -> SideStats:
         return SideStats(
             rows=self.rows, numeric_names=self.names,
-            sketches=[b.result() for b in self.builders] if self.tables else [],
+            sketches=map_features(SketchBuilder.result, self.builders) if self.tables else [],
             nan=self.nan, categories={n: dict(c) for n, c in self.counts.items()}, missing=self.missing,
             coverage=self.coverage if self.edges is not None else None,
             rff_sum=self.rff_sum, mmd_rows=self.mmd_rows,
@@ -305,13 +324,20 @@ def replay_mmd(selected: list[np.ndarray], plan: MmdPlan, numeric_names: tuple[s
     return acc.result()
 
 
-def _sorted_rows(numeric: np.ndarray, *, block: int = 4096) -> np.ndarray:
-    """`numeric`'s columns as rows, each sorted: transposed a block of rows at a time (a whole-matrix transpose
-    strides through memory, 1.5× slower), then sorted in place (no second copy)."""
-    ordered = np.empty((numeric.shape[1], numeric.shape[0]), dtype=numeric.dtype)
-    for start in range(0, numeric.shape[0], block):
+def _sorted_rows(numeric: np.ndarray) -> np.ndarray:
+    """`numeric`'s columns as rows, each sorted: transposed a block of about 32,768 values at a time (64 rows of
+    512 features; a whole-matrix transpose, or 4,096-row blocks, strides through memory at 2.5-3× the time),
+    then sorted in place on every core (no second copy)."""
+    rows, columns = numeric.shape
+    ordered = np.empty((columns, rows), dtype=numeric.dtype)
+    block = max(64, (1 << 15) // max(columns, 1))
+    for start in range(0, rows, block):
         ordered[:, start:start + block] = numeric[start:start + block].T
-    ordered.sort(axis=1)
+
+    def sort(part: slice) -> None:
+        ordered[part].sort(axis=1)
+
+    in_parts(sort, columns)
     return ordered
 
 
