@@ -147,3 +147,22 @@ def test_a_reference_read_once_gives_the_mmd_a_second_read_gives(write, monkeypa
     np.testing.assert_array_equal(once.mean_embedding, twice.mean_embedding)
     if exact:
         np.testing.assert_array_equal(once.extra["raw_reference"], twice.extra["raw_reference"])
+
+
+def test_the_mmd_sample_is_the_same_in_one_batch_or_several():
+    """The rows with the smallest keys, whether each batch's own smallest are picked first or not: a batch of
+    every row and five batches keep the same rows in the same order."""
+    from skewgate.drift.stats.source import Batch
+    from skewgate.drift.stats.stream import Accumulator
+
+    values = np.random.default_rng(5).standard_normal((5_000, 3)).astype(np.float32)
+    samples = []
+    for batch in (5_000, 1_000):
+        acc = Accumulator(("a", "b", "c"), ("a", "b", "c"), (), seed=0, exact_rows=1 << 16, capacity=4096,
+                          sample_rows=300)
+        for start in range(0, 5_000, batch):
+            acc.add(Batch(origin="x", numeric=values[start:start + batch], categorical={}))
+        samples.append((acc.sample, acc.sample_keys))
+    np.testing.assert_array_equal(samples[0][0], samples[1][0])
+    np.testing.assert_array_equal(samples[0][1], samples[1][1])
+    assert len(samples[0][0]) == 300

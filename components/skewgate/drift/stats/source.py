@@ -264,7 +264,9 @@ class Source:
                         blocks.append(np.nanmean(values, axis=1) if np.isnan(values).any() else values.mean(axis=1))
                 else:
                     blocks.append(part.reshape(len(part), -1) if part.ndim > 1 else part[:, None])
-            numeric = (np.concatenate(blocks, axis=1) if blocks else np.zeros((len(next(iter(parts.values()))), 0)))
+            # one array of features (the usual case) is used as it is: concatenating would copy the whole batch
+            numeric = (blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=1) if blocks
+                       else np.zeros((len(next(iter(parts.values()))), 0)))
             yield Batch(origin=origin, numeric=numeric.astype(np.float32, copy=False), categorical=categorical,
                         arrays=parts, pooled=pooled)
 

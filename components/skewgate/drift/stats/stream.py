@@ -271,7 +271,10 @@ class Accumulator:
         self.moments = _merge_moments(self.moments, rows.T)
 
     def _add_sample(self, x: np.ndarray, keys: np.ndarray) -> None:
-        rows = np.asarray(x, dtype=np.float32)
+        """Keeps the `sample_rows` rows with the smallest keys so far. The batch's own smallest first: the rest
+        cannot be among them, and a whole wide batch is not copied to be merged with the sample."""
+        rows, keys = _smallest(x, keys, self.sample_rows)
+        rows = np.asarray(rows, dtype=np.float32)
         if self.sample is not None:
             rows, keys = np.concatenate([self.sample, rows]), np.concatenate([self.sample_keys, keys])
         self.sample, self.sample_keys = _smallest(rows, keys, self.sample_rows)
