@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from skewgate.common.compare import Tolerance, compare_close
+from skewgate.common import compare
+from skewgate.common.compare import Tolerance, compare_along, compare_close
 
 
 def _torch_says_close(actual, expected, tol):
@@ -59,7 +60,46 @@ def test_nan_only_matches_nan():
     assert not compare_close(np.array([np.inf]), np.array([1.0]), tol).ok
 
 
+def test_a_scalar_output_compares():
+    """A 0-d output (a model that returns one number) is compared like any other."""
+    tol = Tolerance(rtol=0, atol=1e-3)
+    assert compare_close(np.array(1.0, np.float32), np.array(1.0005, np.float32), tol).ok
+    far = compare_close(np.array(1.0, np.float32), np.array(1.5, np.float32), tol)
+    assert (far.ok, far.mismatched, far.first_mismatch) == (False, 1, ())
+
+
 def test_parse_tolerance():
     assert Tolerance.parse("1e-4,2e-5") == Tolerance(rtol=1e-4, atol=2e-5)
     with pytest.raises(ValueError):
         Tolerance.parse("abc")
+
+
+@pytest.mark.parametrize("block", [1, 7, 12_288], ids=lambda b: f"block-{b}")
+@pytest.mark.parametrize(("shape", "axis"), [((40, 3, 5), 0), ((3, 40, 5), 1), ((3, 5, 40), -1), ((40,), 0),
+                                             ((2000, 20), 0)], ids=lambda v: str(v))
+def test_along_equals_compare_close_at_every_index(monkeypatch, block, shape, axis):
+    """Whatever the blocks compare_along works in, each index's figures are compare_close's on that slice, with
+    NaN, ±Inf and out-of-tolerance values among them."""
+    monkeypatch.setattr(compare, "ALONG_BLOCK_ELEMENTS", block)
+    rng = np.random.default_rng(7)
+    expected = rng.normal(size=shape).astype(np.float32)
+    actual = (expected + rng.normal(scale=2e-6, size=shape)).astype(np.float32)
+    flat_a, flat_e = actual.reshape(-1), expected.reshape(-1)
+    for index, (mine, theirs) in enumerate([(np.nan, np.nan), (np.inf, np.inf), (np.inf, 1.0), (np.nan, 0.0),
+                                            (-np.inf, np.inf), (1.0, 0.0)]):
+        flat_a[index * 7], flat_e[index * 7] = mine, theirs
+    tol = Tolerance.for_dtype(np.float32)
+    along = compare_along(actual, expected, tol, axis=axis)
+    n = shape[axis]
+    each = [compare_close(np.take(actual, i, axis), np.take(expected, i, axis), tol) for i in range(n)]
+    assert along.max_abs.tolist() == [c.max_abs for c in each]
+    assert along.worst_ratio.tolist() == [c.worst_ratio for c in each]
+    assert along.mismatched.tolist() == [c.mismatched for c in each]
+    assert 0 < int(along.ok.sum()) < n  # some indices within tolerance, some not
+
+
+def test_along_empty_compares_nothing():
+    along = compare_along(np.zeros((4, 0)), np.zeros((4, 0)), Tolerance(0, 0), axis=0)
+    assert along.ok.tolist() == [True] * 4
+    with pytest.raises(ValueError, match="shape"):
+        compare_along(np.zeros((4, 2)), np.zeros((4, 3)), Tolerance(0, 0), axis=0)

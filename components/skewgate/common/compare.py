@@ -76,6 +76,7 @@ def compare_close(actual: npt.ArrayLike, expected: npt.ArrayLike, tolerance: Tol
         return Closeness(np.inf, np.inf, np.inf, np.inf, max(a.size, e.size), max(a.size, e.size), None,
                          shape_mismatch=f"shape {a.shape} != expected {e.shape}")
     diff, bad, ratio, rel = _elementwise(a, e, tolerance)
+    assert rel is not None  # asked for: relative=True
     total = int(a.size)
     first = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), a.shape)) if bad.any() else None
     return Closeness(
@@ -102,25 +103,40 @@ class ClosenessAlong:
         return self.mismatched == 0
 
 
+# compare_along's temporaries are float64 copies of a block of the arrays: at 12,288 elements (96 KiB) they stay
+# under glibc's 128 KiB mmap threshold, so each block's arrays reuse freed heap memory instead of faulting in fresh
+# pages. A 128 × 64 × 10 comparison took 0.42 ms in such blocks, 1.1–1.5 ms whole.
+ALONG_BLOCK_ELEMENTS = 12_288
+
+
 def compare_along(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance, *, axis: int) -> ClosenessAlong:
     """`compare_close(actual.take(i, axis), expected.take(i, axis))` for every `i` at once (same semantics; the
     shapes must be equal), without a Python call per index: for a comparison repeated along a time axis."""
     if actual.shape != expected.shape:
         raise ValueError(f"shape {actual.shape} != expected {expected.shape}")
-    if actual.size == 0:  # nothing to compare at any index
-        zeros = np.zeros(actual.shape[axis])
-        return ClosenessAlong(zeros, zeros, zeros.astype(np.int64))
-    diff, bad, ratio, _ = _elementwise(actual, expected, tolerance)
-    others = tuple(i for i in range(actual.ndim) if i != axis % actual.ndim)
-    return ClosenessAlong(max_abs=diff.max(axis=others), worst_ratio=ratio.max(axis=others),
-                          mismatched=bad.sum(axis=others))
+    a, e = np.moveaxis(actual, axis, 0), np.moveaxis(expected, axis, 0)
+    n = a.shape[0]
+    max_abs, worst_ratio, mismatched = np.zeros(n), np.zeros(n), np.zeros(n, np.int64)
+    if a.size == 0:  # nothing to compare at any index
+        return ClosenessAlong(max_abs, worst_ratio, mismatched)
+    rows = max(1, ALONG_BLOCK_ELEMENTS // (a.size // n))
+    for start in range(0, n, rows):
+        block = slice(start, start + rows)
+        diff, bad, ratio, _ = _elementwise(a[block], e[block], tolerance, relative=False)
+        count = diff.shape[0]
+        max_abs[block] = diff.reshape(count, -1).max(axis=1)
+        worst_ratio[block] = ratio.reshape(count, -1).max(axis=1)
+        mismatched[block] = np.count_nonzero(bad.reshape(count, -1), axis=1)
+    return ClosenessAlong(max_abs=max_abs, worst_ratio=worst_ratio, mismatched=mismatched)
 
 
-def _elementwise(a: np.ndarray, e: np.ndarray, tolerance: Tolerance
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """|a − e|, out of tolerance, |a − e| / allowed, and relative error, elementwise (compare_close's rules)."""
-    a64 = a.astype(np.float64)
-    e64 = e.astype(np.float64)
+def _elementwise(a: np.ndarray, e: np.ndarray, tolerance: Tolerance, *, relative: bool = True
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """|a − e|, out of tolerance, |a − e| / allowed, and relative error (`relative`, else None), elementwise
+    (compare_close's rules)."""
+    # at least 1-d: numpy's arithmetic on 0-d arrays returns scalars, which the in-place steps cannot write to
+    a64 = np.array(a, dtype=np.float64, ndmin=1)
+    e64 = np.array(e, dtype=np.float64, ndmin=1)
     if np.isfinite(a).all() and np.isfinite(e).all():  # the common case, without the NaN/inf masks
         diff = np.subtract(a64, e64, out=a64)  # in place: these arrays are the size of the outputs compared
         np.abs(diff, out=diff)
@@ -133,6 +149,8 @@ def _elementwise(a: np.ndarray, e: np.ndarray, tolerance: Tolerance
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = np.where(allowed > 0, diff / allowed, np.where(diff > 0, np.inf, 0.0))
         bad = diff > allowed
+        if not relative:
+            return diff, bad, ratio, None
         np.maximum(magnitude, np.finfo(np.float64).tiny, out=magnitude)
         return diff, bad, ratio, np.divide(diff, magnitude, out=allowed)
     with np.errstate(invalid="ignore"):
@@ -148,6 +166,8 @@ def _elementwise(a: np.ndarray, e: np.ndarray, tolerance: Tolerance
         bad = (diff > allowed) | far
         ratio = np.where(allowed > 0, diff / np.where(allowed > 0, allowed, 1.0), np.where(diff > 0, np.inf, 0.0))
         ratio = np.where(far, np.inf, ratio)
+        if not relative:
+            return diff, bad, ratio, None
         rel = np.where(far, np.inf, diff / np.maximum(np.abs(e64), np.finfo(np.float64).tiny))
     return diff, bad, ratio, rel
 

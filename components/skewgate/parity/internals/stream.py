@@ -177,35 +177,42 @@ class _Step:
     def drive(self, inputs: Mapping[str, np.ndarray], start: Mapping[str, np.ndarray]
               ) -> tuple[dict[str, list[np.ndarray]], list[dict[str, np.ndarray]]]:
         """STEP over every step: its non-state outputs per step, and the state fed at each step (+ the last)."""
-        state = dict(start)
-        produced: dict[str, list[np.ndarray]] = {name: [] for name in self.step_outputs}
-        fed = []
+        # what each step needs, looked up once: this loop's own work per step is what stream mode adds to the
+        # plain step calls (benchmarks/stream_bench.py)
+        names = [o.name for o in self.session.get_outputs()]
+        kept: list[tuple[int, list[np.ndarray]]] = [(names.index(name), []) for name in self.step_outputs]
+        carried = [(state_in, names.index(state_out), np.dtype(self.specs[state_in].dtype))
+                   for state_in, state_out in self.states.items()]
         # time-major once (one copy per input, not one per step): each step's slice is then contiguous
-        by_step = {n: np.ascontiguousarray(np.moveaxis(inputs[n], 1, 0)) for n in self.plain_inputs}
+        by_step = [(n, np.ascontiguousarray(np.moveaxis(inputs[n], 1, 0))) for n in self.plain_inputs]
+        state, fed, run = dict(start), [], self.session.run
         for t in range(self.steps):
             fed.append(state)
-            values = self.run({**{n: by_step[n][t] for n in self.plain_inputs}, **state})
-            for name in self.step_outputs:
-                produced[name].append(values[name])
+            feeds = {n: time_major[t] for n, time_major in by_step}
+            feeds.update(state)
+            values = run(None, feeds)
+            for index, per_step in kept:
+                per_step.append(values[index])
             state = {}
-            for state_in, state_out in self.states.items():
-                spec, given, made = self.specs[state_in], fed[-1][state_in], values[state_out]
-                if made.shape != given.shape or made.dtype != spec.dtype:
-                    raise InputError(self.path, field=f"state output {state_out!r}", expected=f"the state input "
-                                     f"{state_in!r}'s {spec.dtype}{list(given.shape)}",
+            for state_in, index, dtype in carried:
+                given, made = fed[-1][state_in], values[index]
+                if made.shape != given.shape or made.dtype != dtype:
+                    raise InputError(self.path, field=f"state output {self.states[state_in]!r}", expected=f"the "
+                                     f"state input {state_in!r}'s {dtype}{list(given.shape)}",
                                      found=f"{made.dtype}{list(made.shape)}")
                 state[state_in] = made
         fed.append(state)
-        return produced, fed
+        return {name: per_step for name, (_, per_step) in zip(self.step_outputs, kept, strict=True)}, fed
 
     def reference(self, name: str, full_values: Mapping[str, np.ndarray],
-                  produced: Mapping[str, list[np.ndarray]]) -> tuple[list[np.ndarray], list[int]]:
-        """FULL's output per step, and the steps STEP's output is compared at."""
+                  produced: Mapping[str, list[np.ndarray]]) -> tuple[np.ndarray, list[int]]:
+        """FULL's output step-major (index `i`: its output at step `at[i]`), and the steps `at` STEP's output is
+        compared at."""
         value, one = full_values[name], produced[self.pairs[name]][0]
         if value.ndim == one.ndim + 1 and value.shape[1] == self.steps:
-            return [value[:, t] for t in range(self.steps)], list(range(self.steps))
+            return np.moveaxis(value, 1, 0), list(range(self.steps))  # a view: compared without a stacked copy
         if value.shape == one.shape:
-            return [value], [self.steps - 1]
+            return value[np.newaxis], [self.steps - 1]
         raise InputError(self.full_onnx, field=f"output {name!r}", expected=f"STEP's {self.pairs[name]!r} "
                          f"{list(one.shape)} with a time axis of {self.steps} on axis 1, or without one",
                          found=f"{list(value.shape)}")
@@ -304,12 +311,14 @@ def _initial_state(path: str | Path | None, specs: Mapping[str, TensorSpec], bat
             for name, array in read_initial_state(path, specs, shape=batch_or_one).items()}
 
 
-def _along(actual: list[np.ndarray], expected: list[np.ndarray], tolerance: Tolerance) -> ClosenessAlong:
+def _along(actual: list[np.ndarray], expected: list[np.ndarray] | np.ndarray, tolerance: Tolerance
+           ) -> ClosenessAlong:
     """`compare_close` at each step, vectorised when every step's arrays share one shape (else one by one, a
-    shape mismatch counting as out of tolerance everywhere)."""
+    shape mismatch counting as out of tolerance everywhere). `expected` may be one array, step on axis 0."""
     shapes = {a.shape for a in actual} | {e.shape for e in expected}
     if len(shapes) == 1:
-        return compare_along(np.stack(actual), np.stack(expected), tolerance, axis=0)
+        stacked = expected if isinstance(expected, np.ndarray) else np.stack(list(expected))
+        return compare_along(np.stack(actual), stacked, tolerance, axis=0)
     each = [compare_close(a, e, tolerance) for a, e in zip(actual, expected, strict=True)]
     return ClosenessAlong(max_abs=np.array([c.max_abs for c in each]), worst_ratio=np.array([c.worst_ratio
                           for c in each]), mismatched=np.array([c.mismatched for c in each]))
