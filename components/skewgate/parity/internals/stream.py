@@ -317,7 +317,7 @@ def _along(actual: list[np.ndarray], expected: list[np.ndarray] | np.ndarray, to
     shape mismatch counting as out of tolerance everywhere). `expected` may be one array, step on axis 0."""
     shapes = {a.shape for a in actual} | {e.shape for e in expected}
     if len(shapes) == 1:
-        stacked = expected if isinstance(expected, np.ndarray) else np.stack(list(expected))
+        stacked = expected if isinstance(expected, np.ndarray) else np.stack(expected)
         return compare_along(np.stack(actual), stacked, tolerance, axis=0)
     each = [compare_close(a, e, tolerance) for a, e in zip(actual, expected, strict=True)]
     return ClosenessAlong(max_abs=np.array([c.max_abs for c in each]), worst_ratio=np.array([c.worst_ratio
