@@ -2,6 +2,7 @@
 defects (a STEP starting from zeros where FULL learned its initial state; a STEP ignoring its state)."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -194,3 +195,33 @@ def test_layerwise_leaves_a_faithful_step_alone(gru):
                                           initial_state=gru["h0"]))
     assert result.verdict.status == "pass", result.verdict.message
     assert "layerwise" not in (result.verdict.details["stream"]["first_divergence"] or {})
+
+
+@pytest.mark.parametrize(("cast", "found"), [(True, r"float64\[4, 3\]"), (False, r"float32\[1, 3\]")],
+                         ids=["next-state-float64", "next-state-other-shape"])
+def test_a_next_state_unlike_its_input_is_refused_not_judged(tmp_path, cast, found):
+    """STEP's next state must have the state input's dtype and shape at every step: one that does not (cast to
+    float64, or a different shape) is an InputError naming the state output, never a verdict."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from skewgate.parity.internals.stream import stream_checks
+
+    nodes = [helper.make_node("Identity", ["x"], ["y"])]
+    if cast:
+        nodes.append(helper.make_node("Cast", ["h"], ["h_next"], to=TensorProto.DOUBLE))
+        h_next = helper.make_tensor_value_info("h_next", TensorProto.DOUBLE, ["N", 3])
+    else:
+        nodes.append(helper.make_node("ReduceMean", ["h"], ["h_next"], axes=[0], keepdims=1))
+        h_next = helper.make_tensor_value_info("h_next", TensorProto.FLOAT, [1, 3])
+    graph = helper.make_graph(nodes, "step", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2]),
+                                              helper.make_tensor_value_info("h", TensorProto.FLOAT, ["N", 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2]), h_next])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "step.onnx")
+    x = np.zeros((4, 5, 2), np.float32)
+    with pytest.raises(InputError, match=r"state output 'h_next'.*state input 'h'.*float32\[4, 3\]") as raised:
+        stream_checks(step_onnx=tmp_path / "step.onnx", states={"h": "h_next"}, feeds={"x": x},
+                      full={"y": x}, full_outputs=["y"], tolerances={})
+    assert re.search(found, str(raised.value))
